@@ -1,0 +1,77 @@
+"""A deterministic fake backend: no model, configurable latency and failures.
+
+A pair's logit depends only on its own real tokens (never on padding or batch neighbours), so
+the fake is batch-invariant exactly like a correct model must be. Tests may pass ``score_fn`` to
+choose logits from the tokens.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from service.errors import BackendError, BackendUnavailable
+from service.tokenization import Batch
+
+#: Maps one pair's real token ids to a logit.
+ScoreFn = Callable[[Sequence[int]], float]
+
+
+def hashed_logit(ids: Sequence[int]) -> float:
+    """A stable pseudo-logit in [-5, 5] from token ids."""
+    acc = 0
+    for position, token in enumerate(ids):
+        acc = (acc * 31 + token * (position + 7)) % 1_000_003
+    return acc / 100_000.3 - 5.0
+
+
+class FakeBackend:
+    """Scores pairs by a pure function of their tokens."""
+
+    name = "fake"
+
+    def __init__(
+        self,
+        *,
+        latency_s: float = 0.0,
+        fail_every_n_batches: int = 0,
+        score_fn: ScoreFn = hashed_logit,
+    ) -> None:
+        self.latency_s = latency_s
+        self.fail_every_n_batches = fail_every_n_batches
+        self.score_fn = score_fn
+        self.healthy = True
+        self.calls = 0
+        self.batch_shapes: list[tuple[int, int]] = []
+        self._started = False
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Nothing to load."""
+        self._started = True
+
+    def close(self) -> None:
+        """Nothing to release."""
+        self._started = False
+
+    def health(self) -> bool:
+        """The ``healthy`` flag (tests flip it)."""
+        return self._started and self.healthy
+
+    def infer(self, batch: Batch) -> np.ndarray:
+        """One logit per row from its real tokens, after ``latency_s``."""
+        if not self._started:
+            raise BackendUnavailable("fake backend is not started")
+        with self._lock:
+            self.calls += 1
+            call = self.calls
+            self.batch_shapes.append(batch.shape)
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        if self.fail_every_n_batches and call % self.fail_every_n_batches == 0:
+            raise BackendError(f"fake backend failure on call {call}")
+        rows = [ids[mask.astype(bool)].tolist() for ids, mask in zip(batch.input_ids, batch.attention_mask)]
+        return np.array([self.score_fn(row) for row in rows], dtype=np.float32)

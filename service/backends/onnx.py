@@ -1,0 +1,77 @@
+"""The embedded backend: an ONNX Runtime ``InferenceSession`` on CPU, in process."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+import onnxruntime as ort
+
+from service.errors import BackendError, BackendUnavailable
+from service.model_bundle import OnnxModelSpec
+from service.tokenization import Batch
+
+logger = logging.getLogger(__name__)
+
+# A [CLS] x [SEP] y [SEP]-shaped probe for the health check: any ids below the vocabulary size do.
+_PROBE_IDS = np.array([[101, 2000, 102, 2001, 102]], dtype=np.int64)
+
+
+class OnnxBackend:
+    """Runs one ONNX graph of the bundle with ONNX Runtime's CPU provider."""
+
+    name = "onnx"
+
+    def __init__(self, spec: OnnxModelSpec, *, intra_op_threads: int = 0, inter_op_threads: int = 1) -> None:
+        self.spec = spec
+        self.intra_op_threads = intra_op_threads
+        self.inter_op_threads = inter_op_threads
+        self._session: ort.InferenceSession | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Create the session. Raises BackendUnavailable when the graph does not load."""
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.intra_op_threads
+        options.inter_op_num_threads = self.inter_op_threads
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            session = ort.InferenceSession(
+                str(self.spec.path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as e:  # onnxruntime raises its own untyped errors
+            raise BackendUnavailable(f"cannot load {self.spec.path.name}: {e}") from e
+        graph_inputs = {i.name for i in session.get_inputs()}
+        missing = set(self.spec.input_names) - graph_inputs
+        if missing:
+            raise BackendUnavailable(f"{self.spec.path.name} lacks inputs {sorted(missing)}")
+        self._session = session
+        logger.info("onnx session loaded file=%s threads=%d", self.spec.path.name, self.intra_op_threads)
+
+    def close(self) -> None:
+        """Drop the session."""
+        self._session = None
+
+    def health(self) -> bool:
+        """Run a one-pair probe."""
+        if self._session is None:
+            return False
+        ones = np.ones_like(_PROBE_IDS)
+        probe = Batch(_PROBE_IDS, ones, np.zeros_like(_PROBE_IDS), real_tokens=int(ones.sum()))
+        try:
+            return self.infer(probe).shape == (1,)
+        except (BackendError, BackendUnavailable):
+            return False
+
+    def infer(self, batch: Batch) -> np.ndarray:
+        """Logits for the batch, float32 of shape (pairs,)."""
+        session = self._session
+        if session is None:
+            raise BackendUnavailable("onnx session is not started")
+        try:
+            (logits,) = session.run([self.spec.output_name], batch.as_feeds(self.spec.input_names))
+        except Exception as e:  # onnxruntime raises its own untyped errors
+            raise BackendError(f"onnx runtime failed on a batch of shape {batch.shape}") from e
+        return np.asarray(logits, dtype=np.float32).reshape(batch.shape[0], -1)[:, 0]

@@ -1,0 +1,102 @@
+"""Every Prometheus metric of the service, prefix ``ranker_``, on a registry of its own.
+
+Each app gets its own :class:`Metrics` (and so its own ``CollectorRegistry``), so several apps
+in one process (tests) never clash. Label values come from small fixed sets: HTTP status,
+backend name, model role (``ranker`` or ``selector``), mask reason, and generator names capped to
+the configured list (anything else is ``other``). Never request text or ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+PREFIX = "ranker"
+OTHER_GENERATOR = "other"
+UNKNOWN_GENERATOR = "none"
+
+# Explicit buckets, in base units. Latency buckets cover sub-millisecond batches up to the 10 s
+# request timeout; pair counts follow powers of two up to the largest batch setting.
+LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+WAIT_BUCKETS_S = (0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1.0)
+COUNT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+TOKEN_BUCKETS = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
+RATIO_BUCKETS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
+SCORE_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class Metrics:
+    """The service's metric objects, registered on one registry."""
+
+    def __init__(self, *, generators: Iterable[str] = (), registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        self.generators = frozenset(generators)
+        r = self.registry
+        p = PREFIX
+        self.request_duration = Histogram(
+            f"{p}_request_duration_seconds", "HTTP request duration by status code.",
+            ["status"], buckets=LATENCY_BUCKETS_S, registry=r,
+        )  # fmt: skip
+        self.requests_in_flight = Gauge(f"{p}_requests_in_flight", "HTTP requests being served.", registry=r)
+        self.errors = Counter(f"{p}_errors_total", "Error responses by error type.", ["type"], registry=r)
+        self.candidates = Histogram(
+            f"{p}_request_candidates", "Candidates per ranking request.", buckets=COUNT_BUCKETS, registry=r
+        )
+        self.batch_pairs = Histogram(
+            f"{p}_batch_pairs", "Pairs per batch.", ["model"], buckets=COUNT_BUCKETS, registry=r
+        )
+        self.batch_tokens = Histogram(
+            f"{p}_batch_tokens", "Tokens per batch, padding included.", ["model"],
+            buckets=TOKEN_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.padding_ratio = Histogram(
+            f"{p}_batch_padding_ratio", "Share of a batch's tokens that are padding.", ["model"],
+            buckets=RATIO_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.queue_wait = Histogram(
+            f"{p}_queue_wait_seconds", "Time a pair waits before its batch starts.", ["model"],
+            buckets=WAIT_BUCKETS_S, registry=r,
+        )  # fmt: skip
+        self.queue_pairs = Gauge(f"{p}_queue_pairs", "Pairs waiting for a batch.", ["model"], registry=r)
+        self.batch_failures = Counter(
+            f"{p}_batch_failures_total", "Batches whose backend call failed.", ["model"], registry=r
+        )
+        self.tokenization_duration = Histogram(
+            f"{p}_tokenization_duration_seconds", "Pair encoding time per request.", ["backend", "model"],
+            buckets=LATENCY_BUCKETS_S, registry=r,
+        )  # fmt: skip
+        self.inference_duration = Histogram(
+            f"{p}_inference_duration_seconds", "Backend time per batch (padding included).",
+            ["backend", "model"], buckets=LATENCY_BUCKETS_S, registry=r,
+        )  # fmt: skip
+        self.masked = Counter(f"{p}_masked_candidates_total", "Masked candidates by reason.", ["reason"], registry=r)
+        self.abstentions = Counter(
+            f"{p}_abstentions_total", "Requests where no candidate reached the threshold.", registry=r
+        )
+        self.top1 = Counter(
+            f"{p}_top1_selections_total", "Top-ranked candidates (not abstained) by generator.",
+            ["generator"], registry=r,
+        )  # fmt: skip
+        self.scores = Histogram(
+            f"{p}_candidate_score", "Calibrated candidate scores by generator.", ["generator"],
+            buckets=SCORE_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.statements = Counter(
+            f"{p}_statements_total", "Situational statements given to the selector and kept by it.",
+            ["outcome"], registry=r,
+        )  # fmt: skip
+        self.model_info = Info(f"{p}_model", "The loaded model bundle and backend.", registry=r)
+
+    def generator_label(self, generator: str | None) -> str:
+        """The label value for a generator name: itself if configured, else ``other``/``none``."""
+        if generator is None:
+            return UNKNOWN_GENERATOR
+        return generator if generator in self.generators else OTHER_GENERATOR
+
+    def exposition(self) -> bytes:
+        """The registry in the Prometheus text format."""
+        return generate_latest(self.registry)

@@ -1,0 +1,137 @@
+"""The model assets the service loads: ``models/<name>/metadata.json`` and the files it names.
+
+A bundle directory holds:
+
+- ``metadata.json``: name, version, backbone, ``max_length``, the ranker's ONNX file and input
+  names, ``calibration`` (see :mod:`service.calibration`), the abstention ``threshold`` (a
+  calibrated probability), optionally a ``selector`` (statement-relevance model), and the
+  training data, attribution and metrics for the model card;
+- the ONNX file(s) and ``tokenizer.json``.
+
+The export CLI (``python -m export``) writes bundles; this module only reads them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from service.calibration import Calibrator
+from service.tokenization import PairEncoder
+
+METADATA_FILE = "metadata.json"
+
+
+class BundleError(ValueError):
+    """The model directory is missing a file or its metadata is malformed."""
+
+
+@dataclass(frozen=True)
+class OnnxModelSpec:
+    """One ONNX graph of the bundle and how to feed it."""
+
+    path: Path
+    input_names: tuple[str, ...]
+    output_name: str
+    max_length: int
+
+
+@dataclass(frozen=True)
+class SelectorSpec:
+    """The statement-relevance model: scores (context, statement) pairs."""
+
+    model: OnnxModelSpec
+    calibration: Calibrator
+    #: Statements whose calibrated relevance is at least this are kept.
+    threshold: float
+    #: Never keep fewer than this many statements when some are given (the best-scored ones).
+    min_keep: int
+
+
+@dataclass(frozen=True)
+class ModelBundle:
+    """Everything the service needs to rank with one trained model."""
+
+    directory: Path
+    name: str
+    version: str
+    ranker: OnnxModelSpec
+    tokenizer_path: Path
+    calibration: Calibrator
+    threshold: float
+    selector: SelectorSpec | None
+    metadata: dict[str, Any]
+
+    @property
+    def model_id(self) -> str:
+        """``name@version``, as reported in every response."""
+        return f"{self.name}@{self.version}"
+
+    def pair_encoder(self) -> PairEncoder:
+        """The ranker's pair encoder, with the model's length limit."""
+        return PairEncoder.from_file(self.tokenizer_path, max_length=self.ranker.max_length)
+
+    def selector_encoder(self) -> PairEncoder | None:
+        """The selector's pair encoder (same tokenizer, its own length limit)."""
+        if self.selector is None:
+            return None
+        return PairEncoder.from_file(self.tokenizer_path, max_length=self.selector.model.max_length)
+
+
+def _require_file(directory: Path, name: str) -> Path:
+    path = directory / name
+    if not path.is_file():
+        raise BundleError(f"model directory {directory} has no {name}")
+    return path
+
+
+def _onnx_spec(directory: Path, spec: dict[str, Any], *, default_max_length: int) -> OnnxModelSpec:
+    return OnnxModelSpec(
+        path=_require_file(directory, spec["file"]),
+        input_names=tuple(spec.get("inputs", ("input_ids", "attention_mask", "token_type_ids"))),
+        output_name=str(spec.get("output", "logits")),
+        max_length=int(spec.get("max_length", default_max_length)),
+    )
+
+
+def load_bundle(directory: str | Path) -> ModelBundle:
+    """Read and check a model directory.
+
+    Raises:
+        BundleError: a file is missing or ``metadata.json`` lacks a required entry.
+    """
+    directory = Path(directory).resolve()
+    meta_path = _require_file(directory, METADATA_FILE)
+    try:
+        meta = json.loads(meta_path.read_text())
+        max_length = int(meta["max_length"])
+        ranker = _onnx_spec(directory, meta["ranker"], default_max_length=max_length)
+        selector = None
+        if meta.get("selector"):
+            sel = meta["selector"]
+            selector = SelectorSpec(
+                model=_onnx_spec(directory, sel, default_max_length=int(sel.get("max_length", 96))),
+                calibration=Calibrator.from_dict(sel["calibration"]),
+                threshold=float(sel["threshold"]),
+                min_keep=int(sel.get("min_keep", 1)),
+            )
+        bundle = ModelBundle(
+            directory=directory,
+            name=str(meta["name"]),
+            version=str(meta["version"]),
+            ranker=ranker,
+            tokenizer_path=_require_file(directory, meta.get("tokenizer", "tokenizer.json")),
+            calibration=Calibrator.from_dict(meta["calibration"]),
+            threshold=float(meta["threshold"]),
+            selector=selector,
+            metadata=meta,
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        if isinstance(e, BundleError):
+            raise
+        raise BundleError(f"{meta_path}: malformed metadata ({e!r})") from e
+    if not 0.0 <= bundle.threshold <= 1.0:
+        raise BundleError(f"{meta_path}: threshold {bundle.threshold} is not in [0, 1]")
+    return bundle

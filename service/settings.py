@@ -1,0 +1,121 @@
+"""The service's one settings declaration: CLI flags and ``RANKER_*`` environment variables.
+
+Every setting is declared once here. ``python -m service --help`` lists the flags (nested groups
+as ``--batching.max-pairs``); the environment variable of a field is ``RANKER_`` plus its path
+with ``__`` between levels (``RANKER_BATCHING__MAX_PAIRS``). Built once in the entry point and
+passed down; nothing reads it at import time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: The repository root, found from the package location so defaults work from any cwd.
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_MODEL_DIR = REPO_ROOT / "models" / "sugar-minilm-l6"
+DEFAULT_GUIDELINES = Path(__file__).resolve().parent / "assets" / "guidelines.json"
+
+BackendName = Literal["onnx", "triton", "fake"]
+
+
+class BatchingSettings(BaseModel):
+    """How pairs from concurrent requests are grouped into backend calls."""
+
+    max_pairs: int = Field(64, ge=1, le=4096, description="A batch closes when it holds this many pairs.")
+    max_tokens: int = Field(
+        16384, ge=16, description="A batch closes when its pairs hold this many tokens (before padding)."
+    )
+    max_wait_s: float = Field(
+        0.002, ge=0.0, le=1.0, description="A batch closes this long after its first pair arrived."
+    )
+    queue_max_pairs: int = Field(
+        2048, ge=1, description="Pairs waiting at most; a request that would exceed it gets 429."
+    )
+    sub_batch_pairs: int = Field(
+        0,
+        ge=0,
+        description="Run each batch as backend calls of at most this many pairs (0: one call). "
+        "1 makes scores independent of batch composition for dynamically quantised models.",
+    )
+    pad_to_multiple: int = Field(
+        1, ge=1, le=512, description="Pad each backend call to a multiple of this length (a length bucket)."
+    )
+
+
+class LimitsSettings(BaseModel):
+    """Request limits, enforced by the request schema (422 naming the field) or the body reader (413)."""
+
+    max_candidates: int = Field(256, ge=1, le=10000, description="Most candidates in one request.")
+    max_turns: int = Field(64, ge=1, le=10000, description="Most context turns in one request.")
+    max_situations: int = Field(64, ge=0, le=10000, description="Most situational statements in one request.")
+    max_text_chars: int = Field(2000, ge=1, description="Most characters in one turn, statement or candidate.")
+    max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest request body accepted.")
+    request_timeout_s: float = Field(
+        10.0, gt=0, description="A request waiting this long for scores gets 504."
+    )
+
+
+class OnnxSettings(BaseModel):
+    """The embedded ONNX Runtime backend."""
+
+    intra_op_threads: int = Field(0, ge=0, description="Threads per inference call (0: ONNX Runtime picks).")
+    inter_op_threads: int = Field(1, ge=0, description="Threads across graph nodes (0: ONNX Runtime picks).")
+
+
+class FakeSettings(BaseModel):
+    """The deterministic fake backend, for tests and API work without a model."""
+
+    latency_s: float = Field(0.0, ge=0.0, description="Sleep this long in every backend call.")
+    fail_every_n_batches: int = Field(0, ge=0, description="Fail every n-th backend call (0: never).")
+
+
+class RankingSettings(BaseModel):
+    """Ranking policy."""
+
+    soft_mask_penalty: float = Field(
+        0.1,
+        ge=0.0,
+        le=1.0,
+        description="In soft mask mode a masked candidate's score is multiplied by this.",
+    )
+    generators: list[str] = Field(
+        default_factory=lambda: ["retrieval", "generative", "template", "rule", "llm"],
+        description="Generator names kept as metric labels; any other is counted as 'other'.",
+    )
+    log_request_text: bool = Field(False, description="Log request texts (off: texts never reach the logs).")
+
+
+class Settings(BaseSettings):
+    """All settings of the ranking service."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RANKER_",
+        env_nested_delimiter="__",
+        nested_model_default_partial_update=True,
+        cli_prog_name="python -m service",
+        cli_kebab_case=True,
+        cli_implicit_flags=True,
+        cli_avoid_json=True,
+        extra="ignore",
+    )
+
+    host: str = Field("127.0.0.1", description="Address to listen on.")
+    port: int = Field(8000, ge=0, le=65535, description="Port to listen on.")
+    backend: BackendName = Field("onnx", description="Inference backend.")
+    model: Path = Field(DEFAULT_MODEL_DIR, description="Model bundle directory (holds metadata.json).")
+    guidelines: Path = Field(
+        DEFAULT_GUIDELINES, description="ABCD-format kb.json: intent -> allowed agent actions."
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
+    executor_threads: int = Field(
+        4, ge=2, le=256, description="Threads for tokenization and backend calls (off the event loop)."
+    )
+    batching: BatchingSettings = Field(default_factory=BatchingSettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
+    onnx: OnnxSettings = Field(default_factory=OnnxSettings)
+    fake: FakeSettings = Field(default_factory=FakeSettings)
+    ranking: RankingSettings = Field(default_factory=RankingSettings)

