@@ -95,7 +95,7 @@ def status_and_type(error: RankerError) -> tuple[int, str]:
     """The table entry of the most specific class of ``error``."""
     for cls in type(error).__mro__:
         if cls in ERROR_TABLE:
-            return ERROR_TABLE[cls]  # type: ignore[index]
+            return ERROR_TABLE[cls]
     return ERROR_TABLE[RankerError]
 
 

@@ -38,9 +38,12 @@ class Metrics:
         r = self.registry
         p = PREFIX
         self.request_duration = Histogram(
-            f"{p}_request_duration_seconds", "HTTP request duration by status code.",
-            ["status"], buckets=LATENCY_BUCKETS_S, registry=r,
-        )  # fmt: skip
+            f"{p}_request_duration_seconds",
+            "HTTP request duration by status code.",
+            ["status"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
         self.requests_in_flight = Gauge(f"{p}_requests_in_flight", "HTTP requests being served.", registry=r)
         self.errors = Counter(f"{p}_errors_total", "Error responses by error type.", ["type"], registry=r)
         self.candidates = Histogram(
@@ -50,45 +53,69 @@ class Metrics:
             f"{p}_batch_pairs", "Pairs per batch.", ["model"], buckets=COUNT_BUCKETS, registry=r
         )
         self.batch_tokens = Histogram(
-            f"{p}_batch_tokens", "Tokens per batch, padding included.", ["model"],
-            buckets=TOKEN_BUCKETS, registry=r,
-        )  # fmt: skip
+            f"{p}_batch_tokens",
+            "Tokens per batch, padding included.",
+            ["model"],
+            buckets=TOKEN_BUCKETS,
+            registry=r,
+        )
         self.padding_ratio = Histogram(
-            f"{p}_batch_padding_ratio", "Share of a batch's tokens that are padding.", ["model"],
-            buckets=RATIO_BUCKETS, registry=r,
-        )  # fmt: skip
+            f"{p}_batch_padding_ratio",
+            "Share of a batch's tokens that are padding.",
+            ["model"],
+            buckets=RATIO_BUCKETS,
+            registry=r,
+        )
         self.queue_wait = Histogram(
-            f"{p}_queue_wait_seconds", "Time a pair waits before its batch starts.", ["model"],
-            buckets=WAIT_BUCKETS_S, registry=r,
-        )  # fmt: skip
+            f"{p}_queue_wait_seconds",
+            "Time a pair waits before its batch starts.",
+            ["model"],
+            buckets=WAIT_BUCKETS_S,
+            registry=r,
+        )
         self.queue_pairs = Gauge(f"{p}_queue_pairs", "Pairs waiting for a batch.", ["model"], registry=r)
         self.batch_failures = Counter(
             f"{p}_batch_failures_total", "Batches whose backend call failed.", ["model"], registry=r
         )
         self.tokenization_duration = Histogram(
-            f"{p}_tokenization_duration_seconds", "Pair encoding time per request.", ["backend", "model"],
-            buckets=LATENCY_BUCKETS_S, registry=r,
-        )  # fmt: skip
+            f"{p}_tokenization_duration_seconds",
+            "Pair encoding time per request.",
+            ["backend", "model"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
         self.inference_duration = Histogram(
-            f"{p}_inference_duration_seconds", "Backend time per batch (padding included).",
-            ["backend", "model"], buckets=LATENCY_BUCKETS_S, registry=r,
-        )  # fmt: skip
-        self.masked = Counter(f"{p}_masked_candidates_total", "Masked candidates by reason.", ["reason"], registry=r)
+            f"{p}_inference_duration_seconds",
+            "Backend time per batch (padding included).",
+            ["backend", "model"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.masked = Counter(
+            f"{p}_masked_candidates_total", "Masked candidates by reason.", ["reason"], registry=r
+        )
         self.abstentions = Counter(
             f"{p}_abstentions_total", "Requests where no candidate reached the threshold.", registry=r
         )
         self.top1 = Counter(
-            f"{p}_top1_selections_total", "Top-ranked candidates (not abstained) by generator.",
-            ["generator"], registry=r,
-        )  # fmt: skip
+            f"{p}_top1_selections_total",
+            "Top-ranked candidates (not abstained) by generator.",
+            ["generator"],
+            registry=r,
+        )
         self.scores = Histogram(
-            f"{p}_candidate_score", "Calibrated candidate scores by generator.", ["generator"],
-            buckets=SCORE_BUCKETS, registry=r,
-        )  # fmt: skip
+            f"{p}_candidate_score",
+            "Calibrated candidate scores by generator.",
+            ["generator"],
+            buckets=SCORE_BUCKETS,
+            registry=r,
+        )
         self.statements = Counter(
-            f"{p}_statements_total", "Situational statements given to the selector and kept by it.",
-            ["outcome"], registry=r,
-        )  # fmt: skip
+            f"{p}_statements_total",
+            "Situational statements given to the selector and kept by it.",
+            ["outcome"],
+            registry=r,
+        )
         self.model_info = Info(f"{p}_model", "The loaded model bundle and backend.", registry=r)
 
     def generator_label(self, generator: str | None) -> str:

@@ -1,9 +1,9 @@
-"""Which situational statements the ranker sees, given their relevance probabilities.
+"""Statement selection: keep the situational statements relevant to the context.
 
-The rule is shared by serving and evaluation so both select alike: keep each statement whose
-calibrated relevance reaches the threshold, never fewer than ``min_keep`` (the best scored),
-most relevant first. The ranker was trained on statements in shuffled order, and truncation
-drops statements from the end of the list, so the least relevant go first when space runs out.
+The bundle's selector model scores each (context, statement) pair, with the statement as
+segment B. Statements whose calibrated relevance reaches the selector's threshold are kept (at
+least ``min_keep``, the best-scored), most relevant first: the ranker's pair encoder drops
+statements from the end of the list when a pair is too long, so the order decides what survives.
 """
 
 from __future__ import annotations
@@ -12,14 +12,42 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from service.batching import Batcher
+from service.encoding import OffLoopEncoder
+from service.metrics import Metrics
+from service.model_bundle import SelectorSpec
+from service.tokenization import Turn
 
-def select_statements(relevance: Sequence[float], *, threshold: float, min_keep: int) -> list[int]:
-    """Indices of the kept statements, by descending relevance (ties keep input order)."""
-    probs = np.asarray(relevance, dtype=np.float64)
-    if probs.size == 0:
-        return []
-    order = np.argsort(-probs, kind="stable")
-    kept = [int(i) for i in order if probs[i] >= threshold]
-    if len(kept) < min_keep:
-        kept = [int(i) for i in order[: min(min_keep, probs.size)]]
-    return kept
+
+def choose_statements(relevance: np.ndarray, *, threshold: float, min_keep: int) -> list[int]:
+    """Indices of the statements to keep, most relevant first (ties keep the given order)."""
+    order = sorted(range(len(relevance)), key=lambda i: -float(relevance[i]))
+    keep = max(sum(1 for i in order if relevance[i] >= threshold), min(min_keep, len(order)))
+    return order[:keep]
+
+
+class StatementSelector:
+    """Scores statements with the selector model through its own batcher and backend."""
+
+    def __init__(
+        self, spec: SelectorSpec, *, encoder: OffLoopEncoder, batcher: Batcher, metrics: Metrics
+    ) -> None:
+        self.spec = spec
+        self.encoder = encoder
+        self.batcher = batcher
+        self.metrics = metrics
+
+    async def select(self, turns: Sequence[Turn], statements: Sequence[str]) -> list[int]:
+        """Original indices of the kept statements, most relevant first.
+
+        Raises:
+            Overloaded, BackendError, BackendUnavailable: from the selector's batcher.
+        """
+        if not statements:
+            return []
+        pairs = await self.encoder.encode(turns, [], statements)
+        relevance = self.spec.calibration(await self.batcher.score(pairs))
+        kept = choose_statements(relevance, threshold=self.spec.threshold, min_keep=self.spec.min_keep)
+        self.metrics.statements.labels("given").inc(len(statements))
+        self.metrics.statements.labels("kept").inc(len(kept))
+        return kept

@@ -52,7 +52,9 @@ class LimitsSettings(BaseModel):
     max_candidates: int = Field(256, ge=1, le=10000, description="Most candidates in one request.")
     max_turns: int = Field(64, ge=1, le=10000, description="Most context turns in one request.")
     max_situations: int = Field(64, ge=0, le=10000, description="Most situational statements in one request.")
-    max_text_chars: int = Field(2000, ge=1, description="Most characters in one turn, statement or candidate.")
+    max_text_chars: int = Field(
+        2000, ge=1, description="Most characters in one turn, statement or candidate."
+    )
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest request body accepted.")
     request_timeout_s: float = Field(
         10.0, gt=0, description="A request waiting this long for scores gets 504."

@@ -69,6 +69,12 @@ class SugarExample:
         raise ValueError(f"unknown input setting {setting!r}")
 
 
+    def gold_flags(self, setting: str) -> list[int]:
+        """1 for each statement of ``statements_for(setting)`` that is relevant (gold), else 0."""
+        gold = {self.statements[i] for i in self.gold} | {self.expanded[i] for i in self.expanded_gold}
+        return [int(s in gold) for s in self.statements_for(setting)]
+
+
 def _parse(row: dict) -> SugarExample:
     candidates = [row["r"]] + [d["r"] for d in row["r.distractors"]]
     labels = [int(row["r.label"])] + [int(d["r.label"]) for d in row["r.distractors"]]

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from service.calibration import sigmoid
-from service.selection import select_statements
+from service.selection import choose_statements
 from service.tokenization import PairEncoder
 from training import calibrate, metrics
 from training.backbone import backbone_dir, seed_everything
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> dict:
     dev_relevance = [sel_cal(z) for z in dev_sel_logits]
 
     def selected(threshold: float) -> list[list[int]]:
-        return [select_statements(r, threshold=threshold, min_keep=1) for r in dev_relevance]
+        return [choose_statements(r, threshold=threshold, min_keep=1) for r in dev_relevance]
 
     grid = [round(t, 2) for t in np.arange(0.2, 0.81, 0.05)]
     f1_by_t = {t: precision_recall(selected(t), [e.gold for e in dev])["f1"] for t in grid}

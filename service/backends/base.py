@@ -52,11 +52,15 @@ def build_backend(settings: Settings, spec: OnnxModelSpec) -> Backend:
     if settings.backend == "onnx":
         from service.backends.onnx import OnnxBackend
 
-        return OnnxBackend(spec, intra_op_threads=settings.onnx.intra_op_threads,
-                           inter_op_threads=settings.onnx.inter_op_threads)  # fmt: skip
+        return OnnxBackend(
+            spec,
+            intra_op_threads=settings.onnx.intra_op_threads,
+            inter_op_threads=settings.onnx.inter_op_threads,
+        )
     if settings.backend == "fake":
         from service.backends.fake import FakeBackend
 
-        return FakeBackend(latency_s=settings.fake.latency_s,
-                           fail_every_n_batches=settings.fake.fail_every_n_batches)  # fmt: skip
+        return FakeBackend(
+            latency_s=settings.fake.latency_s, fail_every_n_batches=settings.fake.fail_every_n_batches
+        )
     raise BackendUnavailable(f"backend {settings.backend!r} is not implemented yet; use onnx or fake")

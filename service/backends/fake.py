@@ -73,5 +73,6 @@ class FakeBackend:
             time.sleep(self.latency_s)
         if self.fail_every_n_batches and call % self.fail_every_n_batches == 0:
             raise BackendError(f"fake backend failure on call {call}")
-        rows = [ids[mask.astype(bool)].tolist() for ids, mask in zip(batch.input_ids, batch.attention_mask)]
+        pairs = zip(batch.input_ids, batch.attention_mask, strict=True)
+        rows = [ids[mask.astype(bool)].tolist() for ids, mask in pairs]
         return np.array([self.score_fn(row) for row in rows], dtype=np.float32)

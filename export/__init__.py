@@ -1,0 +1,1 @@
+"""ONNX export, graph optimisation, quantization and model-directory writing."""

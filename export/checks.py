@@ -1,0 +1,94 @@
+"""Measurements the export reports: parity with PyTorch, batch invariance, speed."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from service.calibration import Calibrator
+from service.tokenization import EncodedPair, PairEncoder
+
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def session(path: str | Path, *, threads: int = 2, providers: Sequence[str] = ("CPUExecutionProvider",)):
+    """An ONNX Runtime session the way the service opens one (sequential, fixed threads)."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    return ort.InferenceSession(str(path), options, providers=list(providers))
+
+
+def run_batch(sess: ort.InferenceSession, encoder: PairEncoder, pairs: Sequence[EncodedPair]) -> np.ndarray:
+    """Logits of one padded batch."""
+    names = [i.name for i in sess.get_inputs()]
+    return np.asarray(sess.run(None, encoder.pad(pairs).as_feeds(names))[0], dtype=np.float32).reshape(-1)
+
+
+def score(
+    sess: ort.InferenceSession, encoder: PairEncoder, pairs: Sequence[EncodedPair], *, batch_size: int = 16
+) -> np.ndarray:
+    """Logits for pairs in order, length-sorted into batches."""
+    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i]))
+    out = np.empty(len(pairs), dtype=np.float32)
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        out[idx] = run_batch(sess, encoder, [pairs[i] for i in idx])
+    return out
+
+
+def torch_parity(checkpoint: str | Path, onnx_path: str | Path, encoder: PairEncoder, pairs: Sequence[EncodedPair]):
+    """Max |logit difference| between the PyTorch checkpoint and an ONNX graph on the same batches."""
+    import torch
+
+    from training.backbone import load_cross_encoder, score_pairs
+
+    torch_logits = score_pairs(load_cross_encoder(checkpoint), encoder, pairs, batch_size=16)
+    onnx_logits = score(session(onnx_path), encoder, pairs, batch_size=16)
+    del torch
+    return float(np.max(np.abs(torch_logits - onnx_logits)))
+
+
+def batch_invariance(
+    sess: ort.InferenceSession,
+    encoder: PairEncoder,
+    pairs: Sequence[EncodedPair],
+    calibrator: Calibrator,
+    *,
+    batch_size: int = 16,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Each pair scored alone versus inside shuffled, mixed-length, padded batches.
+
+    Returns the largest change in logit and in calibrated probability over all pairs.
+    """
+    alone = np.concatenate([run_batch(sess, encoder, [p]) for p in pairs])
+    order = list(range(len(pairs)))
+    random.Random(seed).shuffle(order)
+    mixed = np.empty(len(pairs), dtype=np.float32)
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        mixed[idx] = run_batch(sess, encoder, [pairs[i] for i in idx])
+    return {
+        "max_abs_logit_change": float(np.max(np.abs(alone - mixed))),
+        "max_abs_prob_change": float(np.max(np.abs(calibrator(alone) - calibrator(mixed)))),
+        "pairs": len(pairs),
+    }
+
+
+def throughput(
+    sess: ort.InferenceSession, encoder: PairEncoder, pairs: Sequence[EncodedPair], *, batch_size: int, repeat: int = 1
+) -> float:
+    """Pairs per second over ``pairs`` in batches of ``batch_size`` (after one warm-up batch)."""
+    run_batch(sess, encoder, pairs[:batch_size])
+    started = time.perf_counter()
+    for _ in range(repeat):
+        for start in range(0, len(pairs), batch_size):
+            run_batch(sess, encoder, pairs[start : start + batch_size])
+    return repeat * len(pairs) / (time.perf_counter() - started)

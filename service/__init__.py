@@ -1,0 +1,1 @@
+"""Response-ranking inference service: calibrated cross-encoder scores over HTTP."""

@@ -1,0 +1,1 @@
+"""HTTP layer: routers, schemas and request middleware."""

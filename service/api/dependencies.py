@@ -1,0 +1,33 @@
+"""Typed dependencies of the routers."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from service.errors import NotReady
+from service.metrics import Metrics
+from service.runtime import Runtime
+
+
+def get_runtime(request: Request) -> Runtime:
+    """The started runtime of the app.
+
+    Raises:
+        NotReady: the model is still loading or the app is shutting down.
+    """
+    runtime: Runtime | None = getattr(request.app.state, "runtime", None)
+    if runtime is None:
+        raise NotReady("the model is not loaded")
+    return runtime
+
+
+def get_metrics(request: Request) -> Metrics:
+    """The app's metrics."""
+    metrics: Metrics = request.app.state.metrics
+    return metrics
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+MetricsDep = Annotated[Metrics, Depends(get_metrics)]

@@ -1,0 +1,124 @@
+"""The FastAPI application: ``create_app(settings)``, its lifespan and its error handlers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from service.api import health
+from service.api.middleware import REQUEST_ID_HEADER, RequestContextMiddleware
+from service.api.rank import build_rank_router
+from service.backends import build_backend
+from service.errors import (
+    INTERNAL_ERROR_MESSAGE,
+    InvalidInput,
+    MalformedRequest,
+    MethodNotAllowed,
+    NotFound,
+    RankerError,
+    error_body,
+    status_and_type,
+)
+from service.metrics import Metrics
+from service.runtime import BackendFactory, Runtime
+from service.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+#: How many field errors a 422 message lists.
+MAX_LISTED_ERRORS = 5
+
+
+def create_app(settings: Settings, *, backend_factory: BackendFactory = build_backend) -> FastAPI:
+    """A ranking app; the model loads in its lifespan (``/readyz`` is 503 until then)."""
+    metrics = Metrics(generators=settings.ranking.generators)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.runtime = await Runtime.start(settings, metrics, backend_factory=backend_factory)
+        try:
+            yield
+        finally:
+            runtime, app.state.runtime = app.state.runtime, None
+            await runtime.close()
+
+    app = FastAPI(
+        title="Response ranking service",
+        version="0.1.0",
+        summary="Calibrated scores for dialogue response candidates, with guideline masks.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.metrics = metrics
+    app.state.runtime = None
+    app.add_middleware(
+        RequestContextMiddleware, metrics=metrics, max_body_bytes=settings.limits.max_body_bytes
+    )
+    _install_error_handlers(app, metrics)
+    app.include_router(build_rank_router(settings.limits))
+    app.include_router(health.router)
+    return app
+
+
+def _request_id(request: Request) -> str:
+    return str(getattr(request.state, "request_id", "-"))
+
+
+def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
+    def respond(request: Request, error: RankerError) -> JSONResponse:
+        status, error_type = status_and_type(error)
+        metrics.errors.labels(error_type).inc()
+        body = error_body(error_type, error.message, _request_id(request))
+        return JSONResponse(body, status_code=status, headers=error.headers or None)
+
+    @app.exception_handler(RankerError)
+    async def ranker_error(request: Request, error: RankerError) -> JSONResponse:
+        return respond(request, error)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
+        return respond(request, _translate_validation(error))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        translated: RankerError
+        if error.status_code == 404:
+            translated = NotFound(f"no route {request.url.path}")
+        elif error.status_code == 405:
+            translated = MethodNotAllowed(f"{request.method} is not allowed on {request.url.path}")
+        elif error.status_code == 400:
+            translated = MalformedRequest("body: cannot be read")
+        else:
+            translated = RankerError(str(error.detail))
+        return respond(request, translated)
+
+    @app.exception_handler(Exception)
+    async def unexpected_error(request: Request, error: Exception) -> JSONResponse:
+        logger.error("unhandled error request_id=%s", _request_id(request), exc_info=error)
+        metrics.errors.labels("internal_error").inc()
+        request_id = _request_id(request)
+        # This handler runs outside the request middleware, so it adds the request id header itself.
+        return JSONResponse(
+            error_body("internal_error", INTERNAL_ERROR_MESSAGE, request_id),
+            status_code=500,
+            headers={REQUEST_ID_HEADER: request_id},
+        )
+
+
+def _translate_validation(error: RequestValidationError) -> RankerError:
+    """A 400 for unparseable JSON, else a 422 whose message names each bad field's path."""
+    problems = list(error.errors())
+    if any(p.get("type") == "json_invalid" for p in problems):
+        return MalformedRequest("body: not valid JSON")
+    parts = []
+    for problem in problems[:MAX_LISTED_ERRORS]:
+        loc = [str(x) for x in problem.get("loc", ()) if x != "body"]
+        parts.append(f"{'.'.join(loc) or 'body'}: {problem.get('msg', 'invalid')}")
+    more = len(problems) - MAX_LISTED_ERRORS
+    return InvalidInput("; ".join(parts) + (f" (and {more} more)" if more > 0 else ""))

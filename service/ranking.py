@@ -1,0 +1,228 @@
+"""The Ranker: one ranking request from statements to a calibrated, masked ranking.
+
+Steps: guideline check -> statement selection (when the bundle has a selector) -> pair
+encoding (off the event loop) -> batching with other requests' pairs -> calibration ->
+masking -> abstention. It takes and returns plain dataclasses; the API layer maps them to its
+schemas, so this module knows nothing of HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import numpy as np
+
+from service.batching import Batcher
+from service.encoding import OffLoopEncoder
+from service.errors import BackendTimeout
+from service.guidelines import Guidelines, MaskReason
+from service.metrics import Metrics
+from service.model_bundle import ModelBundle
+from service.selection import StatementSelector
+from service.settings import RankingSettings
+from service.tokenization import Turn
+
+logger = logging.getLogger(__name__)
+
+
+class MaskMode(StrEnum):
+    """What happens to candidates whose action the guidelines do not allow for the intent."""
+
+    HARD = "hard"  # removed from the ranking, listed under ``masked``
+    SOFT = "soft"  # kept, score multiplied by the soft-mask penalty, flagged
+    OFF = "off"  # not masked
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One response to rank."""
+
+    id: str
+    text: str
+    generator: str | None = None
+    action: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RankQuery:
+    """A validated ranking request."""
+
+    turns: Sequence[Turn]
+    candidates: Sequence[Candidate]
+    situations: Sequence[str] = ()
+    intent: str | None = None
+    mask_mode: MaskMode = MaskMode.HARD
+    top_k: int | None = None
+    min_score: float | None = None
+    select_statements: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RankedCandidate:
+    """A scored candidate."""
+
+    id: str
+    score: float
+    logit: float
+    generator: str | None
+    action: str | None
+    masked: bool = False
+    mask_reason: MaskReason | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MaskedCandidate:
+    """A candidate removed by a hard mask."""
+
+    id: str
+    action: str | None
+    reason: MaskReason
+
+
+@dataclass(frozen=True, slots=True)
+class RankResult:
+    """The answer to a :class:`RankQuery`."""
+
+    model: str
+    ranking: list[RankedCandidate]
+    masked: list[MaskedCandidate]
+    abstain: bool
+    threshold: float
+    statements_used: list[int] = field(default_factory=list)
+
+
+class Ranker:
+    """Ranks candidates with one model bundle."""
+
+    def __init__(
+        self,
+        *,
+        bundle: ModelBundle,
+        encoder: OffLoopEncoder,
+        batcher: Batcher,
+        guidelines: Guidelines,
+        metrics: Metrics,
+        settings: RankingSettings,
+        request_timeout_s: float,
+        selector: StatementSelector | None = None,
+    ) -> None:
+        self.bundle = bundle
+        self.encoder = encoder
+        self.batcher = batcher
+        self.guidelines = guidelines
+        self.metrics = metrics
+        self.settings = settings
+        self.request_timeout_s = request_timeout_s
+        self.selector = selector
+
+    async def rank(self, query: RankQuery) -> RankResult:
+        """Score, mask and order the query's candidates.
+
+        Raises:
+            UnknownIntent: the intent is not in the guidelines.
+            Overloaded: the batching queue is full.
+            BackendTimeout: scores did not come back within the request timeout.
+            BackendError, BackendUnavailable: the backend failed.
+        """
+        reasons = self._mask_reasons(query)
+        if self.settings.log_request_text:
+            logger.info(
+                "rank request turns=%r situations=%r candidates=%r",
+                [t.text for t in query.turns],
+                list(query.situations),
+                [c.text for c in query.candidates],
+            )
+        scored = [i for i, reason in enumerate(reasons) if reason is None or query.mask_mode is MaskMode.SOFT]
+        try:
+            async with asyncio.timeout(self.request_timeout_s):
+                statements_used = await self._statements(query)
+                statements = [query.situations[i] for i in statements_used]
+                pairs = await self.encoder.encode(
+                    query.turns, statements, [query.candidates[i].text for i in scored]
+                )
+                logits = await self.batcher.score(pairs)
+        except TimeoutError:
+            raise BackendTimeout(f"no scores within {self.request_timeout_s:g} s") from None
+        return self._result(query, reasons, scored, logits, statements_used)
+
+    def _mask_reasons(self, query: RankQuery) -> list[MaskReason | None]:
+        if query.intent is None:
+            return [None] * len(query.candidates)
+        self.guidelines.check_intent(query.intent)  # an unknown intent is an error in every mode
+        if query.mask_mode is MaskMode.OFF:
+            return [None] * len(query.candidates)
+        return [self.guidelines.mask_reason(query.intent, c.action) for c in query.candidates]
+
+    async def _statements(self, query: RankQuery) -> list[int]:
+        if self.selector is None or not query.select_statements or not query.situations:
+            return list(range(len(query.situations)))
+        return await self.selector.select(query.turns, query.situations)
+
+    def _result(
+        self,
+        query: RankQuery,
+        reasons: list[MaskReason | None],
+        scored: list[int],
+        logits: np.ndarray,
+        statements_used: list[int],
+    ) -> RankResult:
+        probabilities = self.bundle.calibration(logits)
+        ranking: list[RankedCandidate] = []
+        for index, logit, probability in zip(scored, logits, probabilities, strict=True):
+            candidate, reason = query.candidates[index], reasons[index]
+            score = float(probability)
+            if reason is not None:  # soft mode: kept, penalised and flagged
+                score *= self.settings.soft_mask_penalty
+            ranking.append(
+                RankedCandidate(
+                    id=candidate.id,
+                    score=score,
+                    logit=float(logit),
+                    generator=candidate.generator,
+                    action=candidate.action,
+                    masked=reason is not None,
+                    mask_reason=reason,
+                )
+            )
+        ranking.sort(key=lambda r: -r.score)  # stable: ties keep the request's order
+        masked = [
+            MaskedCandidate(id=c.id, action=c.action, reason=reason)
+            for c, reason in zip(query.candidates, reasons, strict=True)
+            if reason is not None and query.mask_mode is MaskMode.HARD
+        ]
+        threshold = self.bundle.threshold if query.min_score is None else query.min_score
+        abstain = not ranking or ranking[0].score < threshold
+        self._observe(query, reasons, ranking, abstain)
+        if query.top_k is not None:
+            ranking = ranking[: query.top_k]
+        return RankResult(
+            model=self.bundle.model_id,
+            ranking=ranking,
+            masked=masked,
+            abstain=abstain,
+            threshold=threshold,
+            statements_used=statements_used,
+        )
+
+    def _observe(
+        self,
+        query: RankQuery,
+        reasons: list[MaskReason | None],
+        ranking: list[RankedCandidate],
+        abstain: bool,
+    ) -> None:
+        m = self.metrics
+        m.candidates.observe(len(query.candidates))
+        for reason in reasons:
+            if reason is not None:
+                m.masked.labels(reason.value).inc()
+        for entry in ranking:
+            m.scores.labels(m.generator_label(entry.generator)).observe(entry.score)
+        if abstain:
+            m.abstentions.inc()
+        else:
+            m.top1.labels(m.generator_label(ranking[0].generator)).inc()

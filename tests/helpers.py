@@ -1,0 +1,77 @@
+"""Test helpers: a tiny word-level tokenizer and model bundle, and an in-process client."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+from tokenizers import Tokenizer
+from tokenizers.models import WordLevel
+from tokenizers.pre_tokenizers import Whitespace
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+ABCD_KB = SHARED_DATA / "abcd" / "kb.json"
+SHIPPED_MODEL = REPO_ROOT / "models" / "sugar-minilm-l6"
+
+WORDS = (
+    "hi hello could you make some coffee tea sure no yes the is it a i will brewing now sorry "
+    "morning kitchen machine sister password account order refund one moment please thanks"
+).split()
+
+
+def write_tiny_tokenizer(path: Path) -> Path:
+    """A whitespace word-level tokenizer.json with BERT special tokens."""
+    vocab = {tok: i for i, tok in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *WORDS, ":", ",", ".", "?"])}
+    tokenizer = Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = Whitespace()
+    tokenizer.save(str(path))
+    return path
+
+
+def write_fake_bundle(directory: Path, *, selector: dict[str, Any] | None = None, threshold: float = 0.5) -> Path:
+    """A bundle directory for the fake backend (the ONNX files are empty placeholders)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    write_tiny_tokenizer(directory / "tokenizer.json")
+    (directory / "model.onnx").write_bytes(b"")
+    meta: dict[str, Any] = {
+        "name": "tiny-fake",
+        "version": "1",
+        "max_length": 64,
+        "ranker": {"file": "model.onnx"},
+        "calibration": {"method": "platt", "a": 1.0, "b": 0.0},
+        "threshold": threshold,
+    }
+    if selector is not None:
+        (directory / "selector.onnx").write_bytes(b"")
+        meta["selector"] = {"file": "selector.onnx", "max_length": 32, **selector}
+    (directory / "metadata.json").write_text(json.dumps(meta))
+    return directory
+
+
+def real_model_dir() -> Path | None:
+    """The shipped model, else ``$RANKER_TEST_MODEL``, else None."""
+    if (SHIPPED_MODEL / "metadata.json").is_file():
+        return SHIPPED_MODEL
+    env = os.environ.get("RANKER_TEST_MODEL")
+    if env:
+        path = Path(env)
+        path = path if path.is_absolute() else REPO_ROOT / path
+        if (path / "metadata.json").is_file():
+            return path
+    return None
+
+
+@asynccontextmanager
+async def serve_in_process(app: FastAPI, *, raise_app_exceptions: bool = True) -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client on the app's ASGI interface, inside the app's lifespan."""
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=raise_app_exceptions)
+        async with httpx.AsyncClient(transport=transport, base_url="http://ranker.test", timeout=30) as client:
+            yield client

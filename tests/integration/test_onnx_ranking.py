@@ -1,0 +1,113 @@
+"""The service on the real model through the ASGI interface (ONNX Runtime, in process)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import pytest
+from helpers import serve_in_process
+
+from service.app import create_app
+from service.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+SUGAR_LIKE = [
+    {
+        "context": "Could you make some coffee for my sister?",
+        "situations": ["The coffee has not been prepared.", "My sister just got out of bed.", "It is summer now."],
+        "candidates": [
+            "Sure. The coffee is brewing right now.",
+            "Sure, I'll make iced coffee since it is hot today.",
+            "No.",
+        ],
+    },
+    {
+        "context": [
+            {"speaker": "user", "text": "I want to go for a run."},
+            {"speaker": "bot", "text": "Great idea! Where to?"},
+            {"speaker": "user", "text": "Somewhere near, I have only half an hour before my meeting."},
+        ],
+        "candidates": [f"How about the park {n} minutes away? It is quiet at this hour." for n in range(2, 9)],
+    },
+    {"context": "Play some music.", "situations": ["It is late at night."], "candidates": ["OK.", "Sure, softly."]},
+]
+
+
+def settings(model_dir: Path, **overrides) -> Settings:
+    threads = int(os.environ.get("RANKER_TEST_THREADS", "1"))
+    return Settings(model=model_dir, onnx={"intra_op_threads": threads}, **overrides)
+
+
+async def test_the_real_model_ranks_a_situated_request(model_dir: Path) -> None:
+    async with serve_in_process(create_app(settings(model_dir))) as client:
+        ready = await client.get("/readyz")
+        response = await client.post("/rank", json=SUGAR_LIKE[0])
+    assert ready.status_code == 200
+    body = response.json()
+    assert response.status_code == 200, body
+    meta = json.loads((model_dir / "metadata.json").read_text())
+    assert body["model"] == f"{meta['name']}@{meta['version']}"
+    assert len(body["ranking"]) == 3 and body["statements_used"] == [0, 1, 2]
+    assert all(0.0 <= r["score"] <= 1.0 for r in body["ranking"])
+
+
+async def test_a_candidate_scores_the_same_alone_and_inside_a_mixed_concurrent_batch(model_dir: Path) -> None:
+    app = create_app(settings(model_dir, batching={"max_wait_s": 0.05}))
+    async with serve_in_process(app) as client:
+        alone: dict[tuple[int, int], float] = {}
+        for r, request in enumerate(SUGAR_LIKE):
+            for c, candidate in enumerate(request["candidates"]):
+                body = (await client.post("/rank", json={**request, "candidates": [candidate]})).json()
+                alone[(r, c)] = body["ranking"][0]["logit"]
+        batches_before = app.state.metrics.registry.get_sample_value("ranker_batch_pairs_count", {"model": "ranker"})
+        answers = await asyncio.gather(*(client.post("/rank", json=request) for request in SUGAR_LIKE))
+        batches_after = app.state.metrics.registry.get_sample_value("ranker_batch_pairs_count", {"model": "ranker"})
+    assert batches_after - batches_before < len(SUGAR_LIKE), "the concurrent requests were not batched together"
+    for r, answer in enumerate(answers):
+        for entry in answer.json()["ranking"]:
+            assert entry["logit"] == pytest.approx(alone[(r, int(entry["id"]))], abs=1e-3)
+
+
+async def test_abcd_guideline_masks_on_the_real_model(model_dir: Path, abcd_kb: Path) -> None:
+    body = {
+        "context": [{"speaker": "customer", "text": "I forgot my password."}],
+        "candidates": [
+            {"id": "a", "text": "Let me pull up your account.", "action": "pull-up-account"},
+            {"id": "b", "text": "I will offer a refund.", "action": "offer-refund"},
+            {"id": "c", "text": "One moment please."},
+        ],
+        "intent": "recover_password",
+    }
+    async with serve_in_process(create_app(settings(model_dir, guidelines=abcd_kb))) as client:
+        hard = (await client.post("/rank", json=body)).json()
+        soft = (await client.post("/rank", json={**body, "mask_mode": "soft"})).json()
+    assert {r["id"] for r in hard["ranking"]} == {"a", "c"}
+    assert hard["masked"] == [{"id": "b", "action": "offer-refund", "reason": "action_not_allowed_for_intent"}]
+    assert [r["id"] for r in soft["ranking"] if r["masked"]] == ["b"]
+
+
+async def test_the_selector_runs_on_its_own_onnx_session(model_dir: Path, tmp_path: Path) -> None:
+    meta = json.loads((model_dir / "metadata.json").read_text())
+    bundle = tmp_path / "with-selector"
+    bundle.mkdir()
+    for name in (meta["ranker"]["file"], meta.get("tokenizer", "tokenizer.json")):
+        (bundle / name).symlink_to(model_dir / name)
+    if "selector" not in meta:
+        meta["selector"] = {
+            "file": meta["ranker"]["file"], "max_length": 64, "threshold": 0.0, "min_keep": 1,
+            "calibration": {"method": "platt", "a": 1.0, "b": 0.0},
+        }  # fmt: skip
+    else:
+        (bundle / meta["selector"]["file"]).symlink_to(model_dir / meta["selector"]["file"])
+    (bundle / "metadata.json").write_text(json.dumps(meta))
+    app = create_app(settings(bundle))
+    async with serve_in_process(app) as client:
+        body = (await client.post("/rank", json=SUGAR_LIKE[0])).json()
+        metrics = (await client.get("/metrics")).text
+    assert sorted(body["statements_used"]) == sorted(set(body["statements_used"]))
+    assert 1 <= len(body["statements_used"]) <= 3
+    assert 'ranker_batch_pairs_count{model="selector"} 1.0' in metrics

@@ -1,0 +1,206 @@
+"""The HTTP contract on the fake backend: one test per error class, health, metrics, OpenAPI."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers import serve_in_process
+
+from service.app import create_app
+from service.backends.fake import FakeBackend
+from service.settings import Settings
+
+BODY = {"context": "could you make some coffee", "candidates": ["sure", "no", "i will make tea"]}
+
+
+def fake_settings(bundle: Path, **overrides) -> Settings:
+    return Settings(backend="fake", model=bundle, **overrides)
+
+
+def assert_error(response: httpx.Response, status: int, error_type: str, *words: str) -> dict:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert error["type"] == error_type
+    assert error["request_id"] == response.headers["x-request-id"]
+    for word in words:
+        assert word in error["message"]
+    return error
+
+
+async def test_rank_returns_every_candidate_best_first(fake_bundle: Path) -> None:
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        response = await client.post("/rank", json=BODY)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["model"] == "tiny-fake@1"
+    scores = [r["score"] for r in body["ranking"]]
+    assert scores == sorted(scores, reverse=True) and len(scores) == 3
+    assert all(0.0 <= s <= 1.0 for s in scores)
+    assert body["masked"] == [] and body["statements_used"] == []
+    assert body["abstain"] == (scores[0] < body["threshold"])
+
+
+async def test_top_k_and_min_score_shape_the_answer(fake_bundle: Path) -> None:
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        body = (await client.post("/rank", json={**BODY, "top_k": 1, "min_score": 1.0})).json()
+    assert len(body["ranking"]) == 1 and body["abstain"] is True and body["threshold"] == 1.0
+
+
+async def test_malformed_json_is_a_400(fake_bundle: Path) -> None:
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        response = await client.post("/rank", content=b'{"context": ', headers={"content-type": "application/json"})
+    assert_error(response, 400, "malformed_request", "JSON")
+
+
+async def test_a_wrong_type_is_a_422_naming_the_field(fake_bundle: Path) -> None:
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        response = await client.post("/rank", json={**BODY, "top_k": "three"})
+    assert_error(response, 422, "invalid_input", "top_k")
+
+
+async def test_empty_candidates_are_a_422(fake_bundle: Path) -> None:
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        response = await client.post("/rank", json={**BODY, "candidates": []})
+    assert_error(response, 422, "invalid_input", "candidates")
+
+
+async def test_duplicate_candidate_ids_are_a_422(fake_bundle: Path) -> None:
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        response = await client.post("/rank", json={**BODY, "candidates": [{"id": "a", "text": "x"}] * 2})
+    assert_error(response, 422, "invalid_input", "candidates", "duplicate")
+
+
+async def test_an_out_of_range_value_is_a_422(fake_bundle: Path) -> None:
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        response = await client.post("/rank", json={**BODY, "min_score": 2})
+    assert_error(response, 422, "invalid_input", "min_score")
+
+
+async def test_too_many_candidates_are_a_422(fake_bundle: Path) -> None:
+    settings = fake_settings(fake_bundle, limits={"max_candidates": 2})
+    async with serve_in_process(create_app(settings)) as client:
+        response = await client.post("/rank", json=BODY)
+    assert_error(response, 422, "invalid_input", "candidates", "at most 2")
+
+
+async def test_a_text_over_the_character_limit_is_a_422(fake_bundle: Path) -> None:
+    settings = fake_settings(fake_bundle, limits={"max_text_chars": 10})
+    async with serve_in_process(create_app(settings)) as client:
+        response = await client.post("/rank", json={**BODY, "candidates": ["x" * 11]})
+    assert_error(response, 422, "invalid_input", "candidates.0.text")
+
+
+async def test_a_body_over_the_size_limit_is_a_413(fake_bundle: Path) -> None:
+    settings = fake_settings(fake_bundle, limits={"max_body_bytes": 2048})
+    async with serve_in_process(create_app(settings)) as client:
+        response = await client.post("/rank", json={**BODY, "situations": ["it is morning"] * 300})
+    assert_error(response, 413, "payload_too_large", "2048")
+
+
+async def test_an_unknown_intent_is_a_422_naming_it(fake_bundle: Path) -> None:
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        response = await client.post("/rank", json={**BODY, "intent": "buy_a_spaceship"})
+    assert_error(response, 422, "unknown_intent", "intent", "buy_a_spaceship")
+
+
+async def test_a_full_queue_is_a_429_with_retry_after(fake_bundle: Path) -> None:
+    settings = fake_settings(
+        fake_bundle, fake={"latency_s": 0.3}, batching={"max_pairs": 1, "queue_max_pairs": 3, "max_wait_s": 0}
+    )
+    async with serve_in_process(create_app(settings)) as client:
+        first = asyncio.create_task(client.post("/rank", json=BODY))
+        await asyncio.sleep(0.1)
+        response = await client.post("/rank", json=BODY)
+        assert (await first).status_code == 200
+    assert_error(response, 429, "overloaded", "queue full")
+    assert response.headers["retry-after"] == "1"
+
+
+async def test_a_failing_backend_is_a_502(fake_bundle: Path) -> None:
+    settings = fake_settings(fake_bundle, fake={"fail_every_n_batches": 1})
+    async with serve_in_process(create_app(settings)) as client:
+        response = await client.post("/rank", json=BODY)
+    assert_error(response, 502, "backend_error")
+
+
+async def test_a_slow_backend_is_a_504(fake_bundle: Path) -> None:
+    settings = fake_settings(fake_bundle, fake={"latency_s": 0.5}, limits={"request_timeout_s": 0.05})
+    async with serve_in_process(create_app(settings)) as client:
+        response = await client.post("/rank", json=BODY)
+    assert_error(response, 504, "backend_timeout")
+
+
+async def test_rank_before_the_model_is_loaded_is_a_503(fake_bundle: Path) -> None:
+    app = create_app(fake_settings(fake_bundle))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+        response = await client.post("/rank", json=BODY)
+        assert (await client.get("/healthz")).status_code == 200
+    assert_error(response, 503, "not_ready")
+
+
+async def test_readyz_is_503_when_the_backend_does_not_answer(fake_bundle: Path) -> None:
+    backend = FakeBackend()
+    app = create_app(fake_settings(fake_bundle), backend_factory=lambda settings, spec: backend)
+    async with serve_in_process(app) as client:
+        assert (await client.get("/readyz")).json()["status"] == "ready"
+        backend.healthy = False
+        response = await client.get("/readyz")
+    assert_error(response, 503, "not_ready")
+
+
+async def test_an_unknown_route_is_a_404_and_a_wrong_method_a_405(fake_bundle: Path) -> None:
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        assert_error(await client.get("/nowhere"), 404, "not_found")
+        assert_error(await client.get("/rank"), 405, "method_not_allowed")
+
+
+async def test_an_unexpected_error_is_a_plain_500_without_internals(fake_bundle: Path) -> None:
+    app = create_app(fake_settings(fake_bundle))
+
+    async def broken(query):
+        raise RuntimeError("secret internal detail")
+
+    async with serve_in_process(app, raise_app_exceptions=False) as client:
+        app.state.runtime.ranker.rank = broken
+        response = await client.post("/rank", json=BODY)
+    error = assert_error(response, 500, "internal_error")
+    assert "secret" not in error["message"]
+
+
+async def test_a_client_request_id_is_echoed(fake_bundle: Path) -> None:
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        response = await client.post("/rank", json={**BODY, "top_k": 0}, headers={"x-request-id": "turn-42"})
+    assert response.headers["x-request-id"] == "turn-42"
+    assert response.json()["error"]["request_id"] == "turn-42"
+
+
+async def test_metrics_count_requests_candidates_and_batches(fake_bundle: Path) -> None:
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        await client.post("/rank", json=BODY)
+        text = (await client.get("/metrics")).text
+    assert 'ranker_request_duration_seconds_count{status="200"} 1.0' in text
+    assert "ranker_request_candidates_sum 3.0" in text
+    assert 'ranker_batch_pairs_sum{model="ranker"} 3.0' in text
+    assert 'ranker_model_info{backend="fake",name="tiny-fake",selector="false",version="1"} 1.0' in text
+
+
+async def test_the_openapi_schema_has_the_three_examples_and_the_limits(fake_bundle: Path) -> None:
+    settings = fake_settings(fake_bundle, limits={"max_candidates": 9})
+    async with serve_in_process(create_app(settings)) as client:
+        spec = (await client.get("/openapi.json")).json()
+    body = spec["paths"]["/rank"]["post"]["requestBody"]["content"]["application/json"]
+    assert set(body["examples"]) == {"socialbot", "situated", "agent_action"}
+    schema_name = body["schema"]["$ref"].rsplit("/", 1)[-1]
+    assert spec["components"]["schemas"][schema_name]["properties"]["candidates"]["maxItems"] == 9
+
+
+@pytest.mark.parametrize("example", ["socialbot", "situated"])
+async def test_the_openapi_examples_are_valid_requests(fake_bundle: Path, example: str) -> None:
+    from service.api.examples import RANK_EXAMPLES
+
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        response = await client.post("/rank", json=RANK_EXAMPLES[example]["value"])
+    assert response.status_code == 200, response.text

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from service.metrics import Metrics
+
+
+def test_every_metric_has_the_ranker_prefix() -> None:
+    metrics = Metrics()
+    names = {m.name for m in metrics.registry.collect()}
+    assert names and all(name.startswith("ranker_") for name in names)
+
+
+def test_the_expected_metrics_are_exposed() -> None:
+    text = Metrics().exposition().decode()
+    for name in (
+        "ranker_request_duration_seconds", "ranker_request_candidates", "ranker_batch_pairs",
+        "ranker_batch_tokens", "ranker_batch_padding_ratio", "ranker_queue_wait_seconds",
+        "ranker_tokenization_duration_seconds", "ranker_inference_duration_seconds",
+        "ranker_requests_in_flight", "ranker_masked_candidates_total", "ranker_abstentions_total",
+        "ranker_top1_selections_total", "ranker_candidate_score", "ranker_statements_total", "ranker_model_info",
+    ):  # fmt: skip
+        assert f"# HELP {name}" in text
+
+
+def test_two_apps_metrics_do_not_clash() -> None:
+    first, second = Metrics(), Metrics()
+    first.abstentions.inc()
+    assert second.registry.get_sample_value("ranker_abstentions_total") == 0.0
+
+
+def test_generator_names_are_capped_to_the_configured_list() -> None:
+    metrics = Metrics(generators=["retrieval"])
+    assert metrics.generator_label("retrieval") == "retrieval"
+    assert metrics.generator_label("my-secret-llm") == "other"
+    assert metrics.generator_label(None) == "none"

@@ -1,0 +1,147 @@
+"""Ranking policy on the fake backend: masks, abstention, statement selection."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+from helpers import serve_in_process, write_fake_bundle
+from tokenizers import Tokenizer
+
+from service.app import create_app
+from service.backends.fake import FakeBackend
+from service.settings import Settings
+
+AGENT_BODY = {
+    "context": [{"speaker": "customer", "text": "i forgot my password"}],
+    "candidates": [
+        {"id": "ok", "text": "yes one moment", "action": "make-password", "generator": "retrieval"},
+        {"id": "wrong", "text": "yes refund", "action": "offer-refund", "generator": "llm"},
+        {"id": "made-up", "text": "sure", "action": "teleport"},
+        {"id": "reply", "text": "thanks"},
+    ],
+    "intent": "recover_password",
+}
+
+
+def word_scores(bundle: Path, weights: dict[str, float]) -> Callable[[Sequence[int]], float]:
+    tokenizer = Tokenizer.from_file(str(bundle / "tokenizer.json"))
+    by_id = {tokenizer.token_to_id(word): weight for word, weight in weights.items()}
+    return lambda ids: sum(by_id.get(i, 0.0) for i in ids)
+
+
+def app_with(bundle: Path, score_fn, **overrides):
+    settings = Settings(backend="fake", model=bundle, **overrides)
+    return create_app(settings, backend_factory=lambda s, spec: FakeBackend(score_fn=score_fn))
+
+
+async def test_hard_mask_removes_actions_the_abcd_guidelines_do_not_allow(fake_bundle: Path, abcd_kb: Path) -> None:
+    app = app_with(fake_bundle, word_scores(fake_bundle, {"yes": 3.0}), guidelines=abcd_kb)
+    async with serve_in_process(app) as client:
+        body = (await client.post("/rank", json=AGENT_BODY)).json()
+    assert [r["id"] for r in body["ranking"]] == ["ok", "reply"]
+    assert body["masked"] == [
+        {"id": "wrong", "action": "offer-refund", "reason": "action_not_allowed_for_intent"},
+        {"id": "made-up", "action": "teleport", "reason": "unknown_action"},
+    ]
+
+
+async def test_soft_mask_keeps_penalises_and_flags(fake_bundle: Path, abcd_kb: Path) -> None:
+    app = app_with(fake_bundle, word_scores(fake_bundle, {"yes": 3.0}), guidelines=abcd_kb)
+    async with serve_in_process(app) as client:
+        soft = (await client.post("/rank", json={**AGENT_BODY, "mask_mode": "soft"})).json()
+        off = (await client.post("/rank", json={**AGENT_BODY, "mask_mode": "off"})).json()
+        metrics = (await client.get("/metrics")).text
+    assert soft["masked"] == []
+    by_id = {r["id"]: r for r in soft["ranking"]}
+    unmasked = {r["id"]: r for r in off["ranking"]}
+    assert by_id["wrong"]["masked"] and by_id["wrong"]["mask_reason"] == "action_not_allowed_for_intent"
+    assert by_id["wrong"]["score"] == pytest.approx(unmasked["wrong"]["score"] * 0.1)
+    assert by_id["wrong"]["logit"] == pytest.approx(unmasked["wrong"]["logit"])
+    assert not by_id["ok"]["masked"] and soft["ranking"][0]["id"] == "ok"
+    assert 'ranker_masked_candidates_total{reason="unknown_action"} 1.0' in metrics
+
+
+async def test_mask_mode_off_still_refuses_an_unknown_intent(fake_bundle: Path) -> None:
+    app = app_with(fake_bundle, lambda ids: 0.0)
+    async with serve_in_process(app) as client:
+        response = await client.post("/rank", json={**AGENT_BODY, "mask_mode": "off"})
+    assert response.status_code == 422 and "recover_password" in response.json()["error"]["message"]
+
+
+async def test_everything_masked_abstains_with_an_empty_ranking(fake_bundle: Path, abcd_kb: Path) -> None:
+    app = app_with(fake_bundle, lambda ids: 5.0, guidelines=abcd_kb)
+    body = {**AGENT_BODY, "candidates": AGENT_BODY["candidates"][1:3]}
+    async with serve_in_process(app) as client:
+        answer = (await client.post("/rank", json=body)).json()
+    assert answer["ranking"] == [] and answer["abstain"] is True and len(answer["masked"]) == 2
+
+
+async def test_abstains_when_no_candidate_reaches_the_threshold_and_counts_it(fake_bundle: Path) -> None:
+    app = app_with(fake_bundle, lambda ids: -2.0)
+    async with serve_in_process(app) as client:
+        answer = (await client.post("/rank", json={"context": "hi", "candidates": ["a", "b"]})).json()
+        lenient = (await client.post("/rank", json={"context": "hi", "candidates": ["a"], "min_score": 0.1})).json()
+        metrics = (await client.get("/metrics")).text
+    assert answer["abstain"] is True and answer["threshold"] == 0.5
+    assert lenient["abstain"] is False
+    assert "ranker_abstentions_total 1.0" in metrics
+    assert 'ranker_top1_selections_total{generator="none"} 1.0' in metrics
+
+
+async def test_top1_metric_caps_generator_names(fake_bundle: Path) -> None:
+    app = app_with(fake_bundle, lambda ids: 2.0)
+    body = {"context": "hi", "candidates": [{"text": "a", "generator": "secret-model-v7"}]}
+    async with serve_in_process(app) as client:
+        await client.post("/rank", json=body)
+        metrics = (await client.get("/metrics")).text
+    assert 'ranker_top1_selections_total{generator="other"} 1.0' in metrics
+    assert "secret-model-v7" not in metrics
+
+
+def selector_app(bundle: Path, seen_statements: list[list[int]]):
+    tokenizer = Tokenizer.from_file(str(bundle / "tokenizer.json"))
+    relevance = word_scores(bundle, {"kitchen": 5.0, "morning": 1.0, "sister": -5.0})
+    sep = tokenizer.token_to_id("[SEP]")
+
+    def ranker_score(ids: Sequence[int]) -> float:
+        seen_statements.append(list(ids[: list(ids).index(sep, list(ids).index(sep) + 1)]))
+        return 0.0
+
+    def factory(settings, spec):
+        return FakeBackend(score_fn=relevance if spec.path.name == "selector.onnx" else ranker_score)
+
+    return create_app(Settings(backend="fake", model=bundle), backend_factory=factory)
+
+
+async def test_the_selector_keeps_relevant_statements_most_relevant_first(tmp_path: Path) -> None:
+    bundle = write_fake_bundle(
+        tmp_path / "b", selector={"calibration": {"method": "platt", "a": 1.0, "b": 0.0}, "threshold": 0.5}
+    )
+    seen: list[list[int]] = []
+    body = {"context": "coffee", "candidates": ["sure"], "situations": ["it is morning", "sister", "kitchen"]}
+    async with serve_in_process(selector_app(bundle, seen)) as client:
+        selected = (await client.post("/rank", json=body)).json()
+        everything = (await client.post("/rank", json={**body, "select_statements": False})).json()
+        metrics = (await client.get("/metrics")).text
+    assert selected["statements_used"] == [2, 0]
+    assert everything["statements_used"] == [0, 1, 2]
+    tokenizer = Tokenizer.from_file(str(bundle / "tokenizer.json"))
+    kitchen, morning = tokenizer.token_to_id("kitchen"), tokenizer.token_to_id("morning")
+    first_pair = seen[0]
+    assert first_pair.index(kitchen) < first_pair.index(morning)
+    assert tokenizer.token_to_id("sister") not in first_pair
+    assert 'ranker_statements_total{outcome="given"} 3.0' in metrics
+    assert 'ranker_statements_total{outcome="kept"} 2.0' in metrics
+
+
+async def test_the_selector_keeps_min_keep_statements_when_none_pass(tmp_path: Path) -> None:
+    bundle = write_fake_bundle(
+        tmp_path / "b",
+        selector={"calibration": {"method": "platt", "a": 1.0, "b": 0.0}, "threshold": 0.99, "min_keep": 1},
+    )
+    body = {"context": "coffee", "candidates": ["sure"], "situations": ["sister", "it is morning"]}
+    async with serve_in_process(selector_app(bundle, [])) as client:
+        selected = (await client.post("/rank", json=body)).json()
+    assert selected["statements_used"] == [1]

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+from pydantic_settings import CliApp
+
+from service.settings import REPO_ROOT, Settings
+
+
+def test_defaults_point_into_the_repository() -> None:
+    settings = Settings()
+    assert settings.model == REPO_ROOT / "models" / "sugar-minilm-l6"
+    assert settings.guidelines.is_file()
+    assert (settings.host, settings.port, settings.backend) == ("127.0.0.1", 8000, "onnx")
+
+
+def test_environment_variables_set_nested_fields(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANKER_PORT", "9001")
+    monkeypatch.setenv("RANKER_BATCHING__MAX_PAIRS", "7")
+    settings = Settings()
+    assert settings.port == 9001 and settings.batching.max_pairs == 7
+    assert settings.batching.max_wait_s == Settings().batching.max_wait_s
+
+
+def test_cli_flags_come_from_the_same_declaration(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANKER_PORT", "9001")
+    settings = CliApp.run(
+        Settings,
+        cli_args=["--host", "0.0.0.0", "--backend", "fake", "--model", "/m", "--guidelines", "/g.json",
+                  "--batching.max-wait-s", "0.01"],
+    )  # fmt: skip
+    assert settings.host == "0.0.0.0" and settings.port == 9001 and settings.backend == "fake"
+    assert settings.model == Path("/m") and settings.guidelines == Path("/g.json")
+    assert settings.batching.max_wait_s == 0.01
+
+
+def test_out_of_range_settings_are_refused() -> None:
+    with pytest.raises(ValidationError):
+        Settings(port=70000)

@@ -1,0 +1,186 @@
+"""Evaluate a shipped model directory on SUGAR-format data, the way the service runs it.
+
+    python -m training.evaluate --model models/sugar-minilm-l6 \\
+        --data ../shared/data/sugar/sugar.jsonl --split-file runs/sugar/split.json --split test
+
+Prints JSON and writes a markdown table beside the published numbers: Precision@1, nDCG@3 and
+MRR on the examples that have a bad candidate (the paper's protocol), ECE and abstention
+accuracy of the calibrated scores, for the input settings u, u+S1 (gold statements), u+S (all
+12; with and without statement selection) and the distractor curve (gold + 5/10/15 expanded
+distractors), plus a TF-IDF row computed the same way. Scoring goes through ONNX Runtime with
+the service's pair encoder, calibration and selection rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+from export.checks import score, session
+from service.model_bundle import ModelBundle, load_bundle
+from service.selection import choose_statements
+from training import metrics
+from training.ranker import ranking_metrics
+from training.selector import precision_recall
+from training.sugar import ATTRIBUTION, SugarExample, load_sugar, select
+
+PUBLISHED = {  # SUGAR paper, 5-fold cross-validation, input u + all 12 statements
+    "TF-IDF": (0.568, 0.850),
+    "BERT-base": (0.727, 0.911),
+    "RoBERTa-base": (0.699, 0.904),
+    "DeBERTa-v3-base": (0.785, 0.931),
+    "DeBERTa-v3-base, only the relevant statements": (0.898, 0.969),
+}
+#: (row name, input setting, statement selection on?)
+ROWS = [
+    ("u", "u", False),
+    ("u+S1 (gold statements)", "u+S1", False),
+    ("u+S (all 12, no selection)", "u+S", False),
+    ("u+S (all 12, selection)", "u+S", True),
+    ("u+S1+5 distractors (selection)", "d5", True),
+    ("u+S1+10 distractors (selection)", "d10", True),
+    ("u+S1+15 distractors (selection)", "d15", True),
+]
+
+
+class Evaluator:
+    """Scores SUGAR examples with a model directory's ONNX graphs."""
+
+    def __init__(self, bundle: ModelBundle, *, ranker_file: Path | None = None, threads: int = 2) -> None:
+        self.bundle = bundle
+        self.ranker = session(ranker_file or bundle.ranker.path, threads=threads)
+        self.encoder = bundle.pair_encoder()
+        self.selector = session(bundle.selector.model.path, threads=threads) if bundle.selector else None
+        self.selector_encoder = bundle.selector_encoder()
+
+    def selected(self, examples: Sequence[SugarExample], setting: str) -> list[list[int]]:
+        """Indices of the statements the selector keeps, per example."""
+        assert self.selector is not None and self.selector_encoder is not None and self.bundle.selector
+        spec = self.bundle.selector
+        per_example = [self.selector_encoder.encode_request(e.turns, [], e.statements_for(setting)) for e in examples]
+        flat = [p for pairs in per_example for p in pairs]
+        relevance = spec.calibration(score(self.selector, self.selector_encoder, flat, batch_size=64))
+        out, start = [], 0
+        for pairs in per_example:
+            probs = relevance[start : start + len(pairs)]
+            out.append(choose_statements(probs, threshold=spec.threshold, min_keep=spec.min_keep))
+            start += len(pairs)
+        return out
+
+    def logits(self, examples: Sequence[SugarExample], statements: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """Ranker logits per example, in candidate order."""
+        lists = [self.encoder.encode_request(e.turns, s, e.candidates) for e, s in zip(examples, statements, strict=True)]
+        flat = [p for pairs in lists for p in pairs]
+        return np.split(score(self.ranker, self.encoder, flat), np.cumsum([len(x) for x in lists])[:-1])
+
+    def evaluate(self, examples: Sequence[SugarExample], setting: str, selection: bool) -> dict:
+        """All metrics for one input setting."""
+        given = [e.statements_for(setting) for e in examples]
+        result: dict = {}
+        if selection and self.selector is not None and setting != "u":
+            kept = self.selected(examples, setting)
+            gold = [[i for i, g in enumerate(e.gold_flags(setting)) if g] for e in examples]
+            result["selection"] = precision_recall(kept, gold)
+            result["statements_given_mean"] = float(np.mean([len(s) for s in given]))
+            result["statements_kept_mean"] = float(np.mean([len(k) for k in kept]))
+            given = [[s[i] for i in k] for s, k in zip(given, kept, strict=True)]
+        logits = self.logits(examples, given)
+        probs = [self.bundle.calibration(z) for z in logits]
+        outcomes = [int(y >= 1) for e in examples for y in e.labels]
+        result.update(ranking_metrics(logits, examples))
+        result["ece"] = metrics.expected_calibration_error(np.concatenate(probs), outcomes)
+        result["abstention_accuracy"] = metrics.abstention_accuracy(
+            probs, [e.labels for e in examples], self.bundle.threshold
+        )
+        result["pairs"] = int(sum(len(z) for z in logits))
+        return result
+
+
+def tfidf_scores(fit_on: Sequence[SugarExample], examples: Sequence[SugarExample], setting: str) -> list:
+    """TF-IDF cosine between (request + statements) and each candidate."""
+    vectorizer = TfidfVectorizer().fit(
+        [t for e in fit_on for t in (e.request, *e.statements, *e.candidates)]
+    )
+    out = []
+    for e in examples:
+        query = vectorizer.transform([" ".join([e.request, *e.statements_for(setting)])])
+        cands = vectorizer.transform(list(e.candidates))
+        out.append((cands @ query.T).toarray().ravel())
+    return out
+
+
+def markdown(results: dict, *, title: str) -> str:
+    """The results table, the TF-IDF rows and the published numbers."""
+    lines = [
+        f"# {title}",
+        "",
+        "P@1, nDCG@3 and MRR on examples with a bad candidate (the paper's protocol); ECE and abstention",
+        "accuracy over all examples of the split, with the model's calibration and default threshold.",
+        "",
+        "| input | P@1 | nDCG@3 | MRR | ECE | abstention acc. | selection P / R |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, r in results["model"].items():
+        sel = r.get("selection")
+        sel_cell = f"{sel['precision']:.3f} / {sel['recall']:.3f}" if sel else "-"
+        lines.append(
+            f"| {name} | {r['precision_at_1']:.3f} | {r['ndcg_at_3']:.3f} | {r['mrr']:.3f} | {r['ece']:.3f} "
+            f"| {r['abstention_accuracy']:.3f} | {sel_cell} |"
+        )
+    lines += ["", "TF-IDF reference (cosine of request + statements to candidate, fitted on the train split):", ""]
+    lines += ["| input | P@1 | nDCG@3 | MRR |", "| --- | --- | --- | --- |"]
+    for name, r in results["tfidf"].items():
+        lines.append(f"| {name} | {r['precision_at_1']:.3f} | {r['ndcg_at_3']:.3f} | {r['mrr']:.3f} |")
+    lines += ["", "Published (SUGAR paper, 5-fold cross-validation, u + all 12 statements):", ""]
+    lines += ["| ranker | P@1 | nDCG@3 |", "| --- | --- | --- |"]
+    lines += [f"| {name} | {p:.3f} | {n:.3f} |" for name, (p, n) in PUBLISHED.items()]
+    lines += ["", f"Data: {ATTRIBUTION}", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="model directory (metadata.json, ONNX, tokenizer)")
+    p.add_argument("--data", required=True, help="SUGAR-format JSONL")
+    p.add_argument("--split-file", default=None, help="split.json of the training run (default: every example)")
+    p.add_argument("--split", default="test", choices=("train", "dev", "test"))
+    p.add_argument("--ranker-file", default=None, help="score with this ONNX graph instead (e.g. the fp32 export)")
+    p.add_argument("--rows", default=None, help="comma-separated row names to run (default: all)")
+    p.add_argument("--out-md", default=None, help="markdown report path (default: beside the model, eval-<split>.md)")
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args(argv)
+
+    examples = load_sugar(args.data)
+    train = examples
+    if args.split_file:
+        split = json.loads(Path(args.split_file).read_text())
+        train = select(examples, split["train"])
+        examples = select(examples, split[args.split])
+    bundle = load_bundle(args.model)
+    evaluator = Evaluator(bundle, ranker_file=Path(args.ranker_file) if args.ranker_file else None, threads=args.threads)
+    wanted = set(args.rows.split(",")) if args.rows else None
+    results: dict = {"model": {}, "tfidf": {}, "examples": len(examples), "split": args.split, "model_id": bundle.model_id}
+    started = time.time()
+    for name, setting, selection in ROWS:
+        if wanted and setting not in wanted and name not in wanted:
+            continue
+        results["model"][name] = evaluator.evaluate(examples, setting, selection)
+        if not selection:
+            results["tfidf"][name] = ranking_metrics(tfidf_scores(train, examples, setting), examples)
+        print(f"{name}: {json.dumps(results['model'][name])}", flush=True)
+    results["seconds"] = round(time.time() - started, 1)
+    print(json.dumps(results, indent=2))
+    out_md = Path(args.out_md or Path(args.model) / f"eval-{args.split}.md")
+    out_md.write_text(markdown(results, title=f"{bundle.model_id} on SUGAR, {args.split} split ({len(examples)} examples)"))
+    print(f"wrote {out_md}")
+    return results
+
+
+if __name__ == "__main__":
+    main()
