@@ -35,7 +35,9 @@ def write_tiny_tokenizer(path: Path) -> Path:
     return path
 
 
-def write_fake_bundle(directory: Path, *, selector: dict[str, Any] | None = None, threshold: float = 0.5) -> Path:
+def write_fake_bundle(
+    directory: Path, *, selector: dict[str, Any] | None = None, threshold: float = 0.5
+) -> Path:
     """A bundle directory for the fake backend (the ONNX files are empty placeholders)."""
     directory.mkdir(parents=True, exist_ok=True)
     write_tiny_tokenizer(directory / "tokenizer.json")
@@ -69,9 +71,13 @@ def real_model_dir() -> Path | None:
 
 
 @asynccontextmanager
-async def serve_in_process(app: FastAPI, *, raise_app_exceptions: bool = True) -> AsyncIterator[httpx.AsyncClient]:
+async def serve_in_process(
+    app: FastAPI, *, raise_app_exceptions: bool = True
+) -> AsyncIterator[httpx.AsyncClient]:
     """An httpx client on the app's ASGI interface, inside the app's lifespan."""
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=raise_app_exceptions)
-        async with httpx.AsyncClient(transport=transport, base_url="http://ranker.test", timeout=30) as client:
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://ranker.test", timeout=30
+        ) as client:
             yield client

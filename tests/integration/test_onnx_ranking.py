@@ -18,7 +18,11 @@ pytestmark = pytest.mark.integration
 SUGAR_LIKE = [
     {
         "context": "Could you make some coffee for my sister?",
-        "situations": ["The coffee has not been prepared.", "My sister just got out of bed.", "It is summer now."],
+        "situations": [
+            "The coffee has not been prepared.",
+            "My sister just got out of bed.",
+            "It is summer now.",
+        ],
         "candidates": [
             "Sure. The coffee is brewing right now.",
             "Sure, I'll make iced coffee since it is hot today.",
@@ -31,9 +35,15 @@ SUGAR_LIKE = [
             {"speaker": "bot", "text": "Great idea! Where to?"},
             {"speaker": "user", "text": "Somewhere near, I have only half an hour before my meeting."},
         ],
-        "candidates": [f"How about the park {n} minutes away? It is quiet at this hour." for n in range(2, 9)],
+        "candidates": [
+            f"How about the park {n} minutes away? It is quiet at this hour." for n in range(2, 9)
+        ],
     },
-    {"context": "Play some music.", "situations": ["It is late at night."], "candidates": ["OK.", "Sure, softly."]},
+    {
+        "context": "Play some music.",
+        "situations": ["It is late at night."],
+        "candidates": ["OK.", "Sure, softly."],
+    },
 ]
 
 
@@ -63,10 +73,16 @@ async def test_a_candidate_scores_the_same_alone_and_inside_a_mixed_concurrent_b
             for c, candidate in enumerate(request["candidates"]):
                 body = (await client.post("/rank", json={**request, "candidates": [candidate]})).json()
                 alone[(r, c)] = body["ranking"][0]["logit"]
-        batches_before = app.state.metrics.registry.get_sample_value("ranker_batch_pairs_count", {"model": "ranker"})
+        batches_before = app.state.metrics.registry.get_sample_value(
+            "ranker_batch_pairs_count", {"model": "ranker"}
+        )
         answers = await asyncio.gather(*(client.post("/rank", json=request) for request in SUGAR_LIKE))
-        batches_after = app.state.metrics.registry.get_sample_value("ranker_batch_pairs_count", {"model": "ranker"})
-    assert batches_after - batches_before < len(SUGAR_LIKE), "the concurrent requests were not batched together"
+        batches_after = app.state.metrics.registry.get_sample_value(
+            "ranker_batch_pairs_count", {"model": "ranker"}
+        )
+    assert batches_after - batches_before < len(SUGAR_LIKE), (
+        "the concurrent requests were not batched together"
+    )
     for r, answer in enumerate(answers):
         for entry in answer.json()["ranking"]:
             assert entry["logit"] == pytest.approx(alone[(r, int(entry["id"]))], abs=1e-3)
@@ -86,7 +102,9 @@ async def test_abcd_guideline_masks_on_the_real_model(model_dir: Path, abcd_kb: 
         hard = (await client.post("/rank", json=body)).json()
         soft = (await client.post("/rank", json={**body, "mask_mode": "soft"})).json()
     assert {r["id"] for r in hard["ranking"]} == {"a", "c"}
-    assert hard["masked"] == [{"id": "b", "action": "offer-refund", "reason": "action_not_allowed_for_intent"}]
+    assert hard["masked"] == [
+        {"id": "b", "action": "offer-refund", "reason": "action_not_allowed_for_intent"}
+    ]
     assert [r["id"] for r in soft["ranking"] if r["masked"]] == ["b"]
 
 
@@ -98,9 +116,12 @@ async def test_the_selector_runs_on_its_own_onnx_session(model_dir: Path, tmp_pa
         (bundle / name).symlink_to(model_dir / name)
     if "selector" not in meta:
         meta["selector"] = {
-            "file": meta["ranker"]["file"], "max_length": 64, "threshold": 0.0, "min_keep": 1,
+            "file": meta["ranker"]["file"],
+            "max_length": 64,
+            "threshold": 0.0,
+            "min_keep": 1,
             "calibration": {"method": "platt", "a": 1.0, "b": 0.0},
-        }  # fmt: skip
+        }
     else:
         (bundle / meta["selector"]["file"]).symlink_to(model_dir / meta["selector"]["file"])
     (bundle / "metadata.json").write_text(json.dumps(meta))

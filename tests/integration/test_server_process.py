@@ -41,18 +41,27 @@ def wait_ready(base_url: str, process: subprocess.Popen) -> None:
 
 def test_a_uvicorn_process_on_loopback_serves_rank(tmp_path: Path) -> None:
     model = real_model_dir()
-    args = ["--model", str(model)] if model else ["--backend", "fake", "--model", str(write_fake_bundle(tmp_path))]
+    args = (
+        ["--model", str(model)]
+        if model
+        else ["--backend", "fake", "--model", str(write_fake_bundle(tmp_path))]
+    )
     port = free_port()
     # Started from another directory: the default paths must not depend on the cwd.
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "RANKER_ONNX__INTRA_OP_THREADS": "1"}
     process = subprocess.Popen(
         [sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", str(port), *args],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     base_url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(base_url, process)
-        response = httpx.post(f"{base_url}/rank", json={"context": "hi", "candidates": ["hello", "sure"]}, timeout=10)
+        response = httpx.post(
+            f"{base_url}/rank", json={"context": "hi", "candidates": ["hello", "sure"]}, timeout=10
+        )
         bad = httpx.post(f"{base_url}/rank", content=b"{", headers={"content-type": "application/json"})
         assert response.status_code == 200, response.text
         assert len(response.json()["ranking"]) == 2

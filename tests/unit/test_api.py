@@ -51,7 +51,9 @@ async def test_top_k_and_min_score_shape_the_answer(fake_bundle: Path) -> None:
 
 async def test_malformed_json_is_a_400(fake_bundle: Path) -> None:
     async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
-        response = await client.post("/rank", content=b'{"context": ', headers={"content-type": "application/json"})
+        response = await client.post(
+            "/rank", content=b'{"context": ', headers={"content-type": "application/json"}
+        )
     assert_error(response, 400, "malformed_request", "JSON")
 
 

@@ -18,7 +18,11 @@ def test_the_default_guidelines_load() -> None:
 def test_the_abcd_reference_kb_parses(abcd_kb: Path) -> None:
     guidelines = Guidelines.from_file(abcd_kb)
     assert len(guidelines.allowed) == 55
-    assert guidelines.check_intent("recover_password") == {"pull-up-account", "enter-details", "make-password"}
+    assert guidelines.check_intent("recover_password") == {
+        "pull-up-account",
+        "enter-details",
+        "make-password",
+    }
 
 
 def test_mask_reasons_with_the_abcd_reference(abcd_kb: Path) -> None:

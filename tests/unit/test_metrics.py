@@ -12,12 +12,22 @@ def test_every_metric_has_the_ranker_prefix() -> None:
 def test_the_expected_metrics_are_exposed() -> None:
     text = Metrics().exposition().decode()
     for name in (
-        "ranker_request_duration_seconds", "ranker_request_candidates", "ranker_batch_pairs",
-        "ranker_batch_tokens", "ranker_batch_padding_ratio", "ranker_queue_wait_seconds",
-        "ranker_tokenization_duration_seconds", "ranker_inference_duration_seconds",
-        "ranker_requests_in_flight", "ranker_masked_candidates_total", "ranker_abstentions_total",
-        "ranker_top1_selections_total", "ranker_candidate_score", "ranker_statements_total", "ranker_model_info",
-    ):  # fmt: skip
+        "ranker_request_duration_seconds",
+        "ranker_request_candidates",
+        "ranker_batch_pairs",
+        "ranker_batch_tokens",
+        "ranker_batch_padding_ratio",
+        "ranker_queue_wait_seconds",
+        "ranker_tokenization_duration_seconds",
+        "ranker_inference_duration_seconds",
+        "ranker_requests_in_flight",
+        "ranker_masked_candidates_total",
+        "ranker_abstentions_total",
+        "ranker_top1_selections_total",
+        "ranker_candidate_score",
+        "ranker_statements_total",
+        "ranker_model_info",
+    ):
         assert f"# HELP {name}" in text
 
 

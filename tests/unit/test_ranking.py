@@ -36,7 +36,9 @@ def app_with(bundle: Path, score_fn, **overrides):
     return create_app(settings, backend_factory=lambda s, spec: FakeBackend(score_fn=score_fn))
 
 
-async def test_hard_mask_removes_actions_the_abcd_guidelines_do_not_allow(fake_bundle: Path, abcd_kb: Path) -> None:
+async def test_hard_mask_removes_actions_the_abcd_guidelines_do_not_allow(
+    fake_bundle: Path, abcd_kb: Path
+) -> None:
     app = app_with(fake_bundle, word_scores(fake_bundle, {"yes": 3.0}), guidelines=abcd_kb)
     async with serve_in_process(app) as client:
         body = (await client.post("/rank", json=AGENT_BODY)).json()
@@ -82,7 +84,9 @@ async def test_abstains_when_no_candidate_reaches_the_threshold_and_counts_it(fa
     app = app_with(fake_bundle, lambda ids: -2.0)
     async with serve_in_process(app) as client:
         answer = (await client.post("/rank", json={"context": "hi", "candidates": ["a", "b"]})).json()
-        lenient = (await client.post("/rank", json={"context": "hi", "candidates": ["a"], "min_score": 0.1})).json()
+        lenient = (
+            await client.post("/rank", json={"context": "hi", "candidates": ["a"], "min_score": 0.1})
+        ).json()
         metrics = (await client.get("/metrics")).text
     assert answer["abstain"] is True and answer["threshold"] == 0.5
     assert lenient["abstain"] is False

@@ -15,7 +15,9 @@ def error_locs(model: type[RankRequest], body: dict) -> list[tuple]:
 
 
 def test_plain_strings_become_a_user_turn_and_candidates_with_position_ids() -> None:
-    query = RankRequest.model_validate({"context": "hi", "candidates": ["a", {"text": "b", "id": "x"}]}).to_query()
+    query = RankRequest.model_validate(
+        {"context": "hi", "candidates": ["a", {"text": "b", "id": "x"}]}
+    ).to_query()
     assert [(t.speaker, t.text) for t in query.turns] == [("user", "hi")]
     assert [c.id for c in query.candidates] == ["0", "x"]
     assert query.mask_mode is MaskMode.HARD and query.select_statements
@@ -43,7 +45,9 @@ def test_out_of_range_values_are_refused(field: str, value: object) -> None:
 
 
 def test_unknown_fields_are_refused() -> None:
-    assert error_locs(RankRequest, {"context": "hi", "candidates": ["a"], "candidate": []}) == [("candidate",)]
+    assert error_locs(RankRequest, {"context": "hi", "candidates": ["a"], "candidate": []}) == [
+        ("candidate",)
+    ]
 
 
 def test_configured_limits_are_enforced_and_shown_in_the_schema() -> None:

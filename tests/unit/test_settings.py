@@ -28,9 +28,19 @@ def test_cli_flags_come_from_the_same_declaration(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("RANKER_PORT", "9001")
     settings = CliApp.run(
         Settings,
-        cli_args=["--host", "0.0.0.0", "--backend", "fake", "--model", "/m", "--guidelines", "/g.json",
-                  "--batching.max-wait-s", "0.01"],
-    )  # fmt: skip
+        cli_args=[
+            "--host",
+            "0.0.0.0",
+            "--backend",
+            "fake",
+            "--model",
+            "/m",
+            "--guidelines",
+            "/g.json",
+            "--batching.max-wait-s",
+            "0.01",
+        ],
+    )
     assert settings.host == "0.0.0.0" and settings.port == 9001 and settings.backend == "fake"
     assert settings.model == Path("/m") and settings.guidelines == Path("/g.json")
     assert settings.batching.max_wait_s == 0.01

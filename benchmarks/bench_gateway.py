@@ -1,0 +1,233 @@
+"""Gateway overhead benchmark: the raw ONNX Runtime session vs the service over HTTP, same inputs.
+
+Prints, in one run:
+- raw session pairs/s at several batch sizes (the best one is the ceiling);
+- the service (a real ``python -m service`` on loopback) at 1, 4, 16 and 64 concurrent clients:
+  pairs/s, p50 and p99 request latency, and the share of the raw ceiling;
+- a lone 3-candidate request: service p50 vs the raw session's time for the same 3 pairs.
+
+Inputs are SUGAR-like: one user request, 12 situational statements, 3 to 10 candidates (about
+110 tokens per pair), read from ``../shared/data/sugar/sugar.jsonl`` when present, else made up.
+
+    .venv/bin/python benchmarks/bench_gateway.py --model models/sugar-minilm-l6 --requests 400
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import onnxruntime as ort
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+from service.model_bundle import load_bundle  # noqa: E402
+from service.tokenization import Turn  # noqa: E402
+
+SUGAR = REPO_ROOT.parent / "shared" / "data" / "sugar" / "sugar.jsonl"
+
+
+def make_requests(count: int, seed: int = 0) -> list[dict[str, Any]]:
+    """SUGAR-like ranking requests with 3 to 10 candidates."""
+    rng = random.Random(seed)
+    if SUGAR.is_file():
+        rows = [json.loads(line) for line in SUGAR.read_text().splitlines()[:400]]
+        replies = [row["r"] for row in rows] + [d["r"] for row in rows for d in row.get("r.distractors", [])]
+        examples = [(row["u"], row["s.sents"]) for row in rows]
+    else:
+        replies = [f"Sure, I can help with that right away, option {i} is ready." for i in range(50)]
+        examples = [
+            (
+                f"Could you help me with task number {i} please?",
+                [f"Statement {j} about the room." for j in range(12)],
+            )
+            for i in range(50)
+        ]
+    requests = []
+    for _ in range(count):
+        user, statements = rng.choice(examples)
+        k = rng.randint(3, 10)
+        requests.append({"context": user, "situations": statements, "candidates": rng.sample(replies, k)})
+    return requests
+
+
+def raw_session(model: Path, threads: int) -> tuple[Any, Any]:
+    bundle = load_bundle(model)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(bundle.ranker.path), options, providers=["CPUExecutionProvider"])
+    return bundle, session
+
+
+def encode_all(bundle: Any, requests: list[dict[str, Any]]) -> list[list[Any]]:
+    encoder = bundle.pair_encoder()
+    return [
+        encoder.encode_request([Turn("user", r["context"])], r["situations"], r["candidates"])
+        for r in requests
+    ]
+
+
+def bench_raw(bundle: Any, session: Any, pairs: list[Any], batch_sizes: list[int]) -> dict[int, float]:
+    """Pairs/s of session.run alone (padding done beforehand), pairs in arrival order."""
+    encoder = bundle.pair_encoder()
+    spec = bundle.ranker
+    result = {}
+    for size in batch_sizes:
+        batches = [
+            encoder.pad(pairs[i : i + size]).as_feeds(spec.input_names) for i in range(0, len(pairs), size)
+        ]
+        session.run([spec.output_name], batches[0])  # warm-up
+        started = time.perf_counter()
+        for feeds in batches:
+            session.run([spec.output_name], feeds)
+        result[size] = len(pairs) / (time.perf_counter() - started)
+    return result
+
+
+def raw_three_pairs_ms(bundle: Any, session: Any, three: list[Any], repeats: int) -> float:
+    feeds = bundle.pair_encoder().pad(three).as_feeds(bundle.ranker.input_names)
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        session.run([bundle.ranker.output_name], feeds)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(model: Path, port: int, threads: int, extra: list[str]) -> subprocess.Popen:
+    command = [
+        sys.executable,
+        "-m",
+        "service",
+        "--model",
+        str(model),
+        "--port",
+        str(port),
+        "--onnx.intra-op-threads",
+        str(threads),
+        "--log-level",
+        "warning",
+        *extra,
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    process = subprocess.Popen(command, env=env)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                return process
+        except httpx.TransportError:
+            time.sleep(0.2)
+    process.terminate()
+    raise SystemExit("the service did not become ready")
+
+
+async def load(url: str, requests: list[dict[str, Any]], clients: int) -> tuple[float, list[float]]:
+    """Pairs/s and per-request latencies (s) with ``clients`` concurrent clients."""
+    queue = list(reversed(requests))
+    latencies: list[float] = []
+    pairs = 0
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+
+        async def worker() -> None:
+            nonlocal pairs
+            while queue:
+                body = queue.pop()
+                started = time.perf_counter()
+                response = await client.post("/rank", json=body)
+                latencies.append(time.perf_counter() - started)
+                response.raise_for_status()
+                pairs += len(body["candidates"])
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(clients)))
+        return pairs / (time.perf_counter() - started), latencies
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(np.array(values) * 1000, q))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", type=Path, default=REPO_ROOT / "models" / "sugar-minilm-l6")
+    parser.add_argument("--requests", type=int, default=400, help="requests per concurrency level")
+    parser.add_argument("--concurrency", default="1,4,16,64")
+    parser.add_argument("--batch-sizes", default="1,4,8,16,32,64")
+    parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads (0: default)")
+    parser.add_argument("--lone", type=int, default=100, help="lone 3-candidate requests")
+    parser.add_argument("server_args", nargs="*", help="extra service flags after --")
+    args = parser.parse_args()
+
+    requests = make_requests(args.requests)
+    bundle, session = raw_session(args.model, args.threads)
+    encoded = encode_all(bundle, requests)
+    pairs = [p for request in encoded for p in request]
+    mean_tokens = sum(len(p) for p in pairs) / len(pairs)
+    raw = bench_raw(bundle, session, pairs, [int(s) for s in args.batch_sizes.split(",")])
+    best_size, best = max(raw.items(), key=lambda kv: kv[1])
+    lone_request = {**requests[0], "candidates": requests[0]["candidates"][:3]}
+    raw_three = raw_three_pairs_ms(bundle, session, encoded[0][:3], args.lone)
+    del session
+
+    port = free_port()
+    server = start_server(args.model, port, args.threads, args.server_args)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        asyncio.run(load(url, requests[: min(50, len(requests))], 4))  # warm-up
+        rows = [
+            (c, *asyncio.run(load(url, requests, c))) for c in (int(x) for x in args.concurrency.split(","))
+        ]
+        _, lone = asyncio.run(load(url, [lone_request] * args.lone, 1))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+    print(
+        f"\nmodel {bundle.model_id}  pairs {len(pairs)}  mean tokens/pair {mean_tokens:.0f}  "
+        f"threads {args.threads or 'default'}  cpus {os.cpu_count()}"
+    )
+    print("\nraw ONNX Runtime session (session.run only)")
+    print(f"{'batch':>6} {'pairs/s':>10}")
+    for size, rate in raw.items():
+        print(f"{size:>6} {rate:>10.1f}{'  <- best' if size == best_size else ''}")
+    print("\nservice over HTTP (loopback, same inputs)")
+    print(f"{'clients':>7} {'pairs/s':>10} {'of raw':>7} {'p50 ms':>8} {'p99 ms':>8}")
+    for clients, rate, latencies in rows:
+        p50, p99 = pct(latencies, 50), pct(latencies, 99)
+        print(f"{clients:>7} {rate:>10.1f} {rate / best:>7.0%} {p50:>8.1f} {p99:>8.1f}")
+    lone_p50 = pct(lone, 50)
+    print(
+        f"\nlone 3-candidate request: service p50 {lone_p50:.2f} ms, raw session {raw_three:.2f} ms, "
+        f"gap {lone_p50 - raw_three:.2f} ms (target <= 5 ms)"
+    )
+    at16 = next((rate for clients, rate, _ in rows if clients == 16), None)
+    if at16 is not None:
+        print(f"16 clients: {at16 / best:.0%} of the raw session's best pairs/s (target >= 80%)")
+
+
+if __name__ == "__main__":
+    main()

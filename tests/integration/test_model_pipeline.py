@@ -1,0 +1,112 @@
+"""The model pipeline on real components: ONNX export parity, the shipped model's batch
+invariance, and a training smoke run on real SUGAR examples."""
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from service.model_bundle import load_bundle
+from service.tokenization import Turn
+
+pytestmark = pytest.mark.integration
+
+REQUESTS = [
+    (
+        [Turn("user", "Could you make some coffee for my sister?")],
+        ["The coffee machine is broken.", "It is early morning.", "My sister just woke up.", "The room is hot."],
+        ["Sure, brewing it now.", "The machine is broken; shall I make tea instead?", "No.", "I like trains."],
+    ),
+    (
+        [Turn("user", "Can you play some music?"), Turn("bot", "Which kind?"), Turn("user", "Something calm.")],
+        ["The baby is asleep in the next room."],
+        ["Playing heavy metal at full volume!", "Here is a quiet piano playlist at low volume, so the baby can sleep."],
+    ),
+    (
+        [Turn("user", "I want a refund for my order.")],
+        [],
+        ["Let me pull up your account first.", "Refunds are processed in five days.", "ok"],
+    ),
+]
+
+
+def _pairs(encoder):
+    return [p for turns, statements, cands in REQUESTS for p in encoder.encode_request(turns, statements, cands)]
+
+
+def test_onnx_export_matches_pytorch_on_a_few_pairs(tmp_path):
+    torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    from export.checks import score, session
+    from export.onnx_graph import export_fp32
+    from service.tokenization import PairEncoder
+    from training.backbone import backbone_dir, load_cross_encoder, score_pairs
+
+    torch.manual_seed(0)
+    model = load_cross_encoder(backbone_dir())  # the classifier head is freshly (seeded) initialised
+    model.save_pretrained(tmp_path / "ckpt")
+    encoder = PairEncoder.from_file(backbone_dir(), max_length=128)
+    pairs = _pairs(encoder)
+    onnx_path = export_fp32(tmp_path / "ckpt", tmp_path / "model.onnx")
+    torch_logits = score_pairs(load_cross_encoder(tmp_path / "ckpt"), encoder, pairs, batch_size=4)
+    onnx_logits = score(session(onnx_path), encoder, pairs, batch_size=4)
+    assert np.abs(torch_logits).max() > 1e-3  # not a degenerate all-zero head
+    np.testing.assert_allclose(onnx_logits, torch_logits, atol=1e-4)
+
+
+@pytest.mark.parametrize("part", ["ranker", "selector"])
+def test_shipped_model_scores_do_not_depend_on_batch_mates(model_dir, part):
+    from export.checks import batch_invariance, session
+
+    bundle = load_bundle(model_dir)
+    if part == "ranker":
+        encoder, spec, calibrator = bundle.pair_encoder(), bundle.ranker, bundle.calibration
+        pairs = _pairs(encoder)
+    else:
+        if bundle.selector is None:
+            pytest.skip("the shipped model has no selector")
+        encoder, spec = bundle.selector_encoder(), bundle.selector.model
+        calibrator = bundle.selector.calibration
+        pairs = [p for turns, statements, _ in REQUESTS for p in encoder.encode_request(turns, [], statements)]
+    random.Random(1).shuffle(pairs)
+    result = batch_invariance(session(spec.path), encoder, pairs, calibrator, batch_size=5)
+    assert result["max_abs_prob_change"] <= 1e-3, result
+
+
+def test_training_smoke_run_writes_a_usable_run_directory(tmp_path, shared_data):
+    pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    from service.calibration import Calibrator
+    from training import train
+
+    out = tmp_path / "run"
+    result = train.main(
+        [
+            "--data", str(shared_data / "sugar" / "sugar.jsonl"), "--out", str(out),
+            "--limit", "16", "--epochs", "1", "--selector-epochs", "1", "--max-steps", "2",
+            "--selector-batch", "32", "--max-length", "128", "--selector-max-length", "48",
+        ]
+    )
+    for name in ("config.json", "split.json", "metrics.json", "calibration.json", "reliability_dev.png"):
+        assert (out / name).is_file(), name
+    for part in ("ranker", "selector"):
+        assert (out / part / "model.safetensors").is_file()
+        assert (out / part / "tokenizer.json").is_file()
+    calibration = json.loads((out / "calibration.json").read_text())
+    assert 0.0 <= calibration["threshold"] <= 1.0
+    probs = Calibrator.from_dict(calibration["maps"]["platt"])(np.linspace(-5, 5, 11))
+    assert np.all(np.diff(probs) >= 0)
+    split = json.loads((out / "split.json").read_text())
+    assert not set(split["test"]) & (set(split["train"]) | set(split["dev"]))
+    assert result["examples"]["train"] == 16
+    assert all(np.isfinite(v) for v in result["dev"].values() if isinstance(v, float))
+
+
+def test_shipped_metadata_names_its_data_and_limits(model_dir):
+    meta = json.loads((Path(model_dir) / "metadata.json").read_text())
+    if "training_data" not in meta:
+        pytest.skip("not a trained bundle (a test bundle without training metadata)")
+    assert "CC BY-SA 4.0" in meta["training_data"]["attribution"]
+    assert meta["max_length"] >= 128
+    total_mb = sum(f.stat().st_size for f in Path(model_dir).iterdir()) / 2**20
+    assert total_mb < 60

@@ -1,0 +1,59 @@
+"""The logit -> probability maps are monotonic and reject maps that are not."""
+
+import numpy as np
+import pytest
+
+from service.calibration import Calibrator
+from training.calibrate import fit_isotonic, fit_platt
+
+GRID = np.linspace(-12, 12, 2001)
+
+
+def _noisy_scores(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=600) * 3
+    outcomes = (rng.random(600) < 1 / (1 + np.exp(-1.7 * logits + 0.4))).astype(int)
+    return logits, outcomes
+
+
+@pytest.mark.parametrize("fit", [fit_platt, fit_isotonic])
+def test_fitted_calibration_is_monotonic_and_bounded(fit):
+    calibrator = fit(*_noisy_scores())
+    probs = calibrator(GRID)
+    assert np.all(np.diff(probs) >= 0)
+    assert probs.min() >= 0.0 and probs.max() <= 1.0
+    assert probs[0] < 0.2 and probs[-1] > 0.8
+
+
+def test_platt_fit_recovers_the_generating_slope():
+    calibrator = fit_platt(*_noisy_scores())
+    assert calibrator.params["a"] == pytest.approx(1.7, rel=0.3)
+
+
+def test_calibration_survives_a_json_round_trip():
+    calibrator = fit_isotonic(*_noisy_scores())
+    again = Calibrator.from_dict(calibrator.to_dict())
+    np.testing.assert_allclose(again(GRID), calibrator(GRID))
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"method": "platt", "a": -1.0, "b": 0.0},
+        {"method": "isotonic", "x": [0.0, 1.0, 0.5], "y": [0.1, 0.2, 0.3]},
+        {"method": "isotonic", "x": [0.0, 1.0], "y": [0.5, 0.2]},
+        {"method": "histogram"},
+    ],
+)
+def test_calibrator_rejects_maps_that_could_reorder_a_ranking(spec):
+    with pytest.raises(ValueError):
+        Calibrator.from_dict(spec)
+
+
+def test_shipped_model_calibration_is_monotonic(model_dir):
+    from service.model_bundle import load_bundle
+
+    bundle = load_bundle(model_dir)
+    assert np.all(np.diff(bundle.calibration(GRID)) >= 0)
+    if bundle.selector is not None:
+        assert np.all(np.diff(bundle.selector.calibration(GRID)) >= 0)
