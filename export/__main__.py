@@ -33,7 +33,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--name", default="sugar-minilm-l6")
     p.add_argument("--version", default="1.0.0")
     p.add_argument("--data", default=None, help="SUGAR JSONL (default: the file the run was trained on)")
-    p.add_argument("--calibration-examples", type=int, default=120, help="dev examples for static int8 ranges")
+    p.add_argument(
+        "--calibration-examples", type=int, default=120, help="dev examples for static int8 ranges"
+    )
     p.add_argument("--static-method", choices=("minmax", "percentile", "entropy"), default="minmax")
     p.add_argument("--check-pairs", type=int, default=96, help="pairs for the parity and invariance checks")
     return p.parse_args(argv)
@@ -56,10 +58,16 @@ def main(argv: list[str] | None = None) -> dict:
     # Inputs for the checks: dev requests with all statements and with the gold ones, so
     # lengths vary as they do in traffic.
     def ranker_pairs(examples, setting):
-        return [p for e in examples for p in ranker_enc.encode_request(e.turns, e.statements_for(setting), e.candidates)]
+        return [
+            p
+            for e in examples
+            for p in ranker_enc.encode_request(e.turns, e.statements_for(setting), e.candidates)
+        ]
 
     check_pairs = (ranker_pairs(dev[:40], "u+S") + ranker_pairs(dev[40:80], "u+S1"))[: args.check_pairs]
-    selector_pairs = [p for e in dev[:20] for p in selector_enc.encode_request(e.turns, [], list(e.statements))]
+    selector_pairs = [
+        p for e in dev[:20] for p in selector_enc.encode_request(e.turns, [], list(e.statements))
+    ]
     calib_examples = dev[-args.calibration_examples :]
     ranker_calib = [
         ranker_enc.pad(ranker_pairs(calib_examples[i : i + 4], setting))
@@ -76,16 +84,26 @@ def main(argv: list[str] | None = None) -> dict:
         "fp32": onnx_graph.export_fp32(run / "ranker", build / "ranker.fp32.onnx"),
         "selector_fp32": onnx_graph.export_fp32(run / "selector", build / "selector.fp32.onnx"),
     }
-    paths["optimized"] = onnx_graph.optimize(paths["fp32"], build / "ranker.opt.onnx", checkpoint=run / "ranker")
+    paths["optimized"] = onnx_graph.optimize(
+        paths["fp32"], build / "ranker.opt.onnx", checkpoint=run / "ranker"
+    )
     paths["fp16"] = onnx_graph.to_fp16(paths["fp32"], build / "ranker.fp16.onnx", checkpoint=run / "ranker")
     paths["int8_dynamic"] = quantize.dynamic_int8(paths["fp32"], build / "ranker.int8-dynamic.onnx")
     paths["int8_static"] = quantize.static_int8(
-        paths["fp32"], build / "ranker.int8-static.onnx", calibration_batches=ranker_calib,
-        input_names=onnx_graph.INPUT_NAMES, work_dir=build / "tmp-ranker", method=args.static_method,
+        paths["fp32"],
+        build / "ranker.int8-static.onnx",
+        calibration_batches=ranker_calib,
+        input_names=onnx_graph.INPUT_NAMES,
+        work_dir=build / "tmp-ranker",
+        method=args.static_method,
     )
     paths["selector_int8_static"] = quantize.static_int8(
-        paths["selector_fp32"], build / "selector.int8-static.onnx", calibration_batches=selector_calib,
-        input_names=onnx_graph.INPUT_NAMES, work_dir=build / "tmp-selector", method=args.static_method,
+        paths["selector_fp32"],
+        build / "selector.int8-static.onnx",
+        calibration_batches=selector_calib,
+        input_names=onnx_graph.INPUT_NAMES,
+        work_dir=build / "tmp-selector",
+        method=args.static_method,
     )
     report["build_seconds"] = round(time.time() - started, 1)
 
@@ -107,7 +125,8 @@ def main(argv: list[str] | None = None) -> dict:
             "max_abs_logit_vs_fp32": float(np.max(np.abs(logits - fp32_logits))),
             "batch_invariance": checks.batch_invariance(sess, ranker_enc, check_pairs, ranker_cal),
             "pairs_per_s": {
-                f"batch_{b}": round(checks.throughput(sess, ranker_enc, check_pairs, batch_size=b), 1) for b in (8, 32)
+                f"batch_{b}": round(checks.throughput(sess, ranker_enc, check_pairs, batch_size=b), 1)
+                for b in (8, 32)
             },
             "dev_u+S1": ranking_metrics(dev_scores, dev),
         }

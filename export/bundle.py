@@ -18,8 +18,10 @@ matter before ranking. Fine-tuned from `{backbone}` (all-MiniLM-L6-v2, 6 layers,
 ## Files
 | file | what |
 | --- | --- |
-| `{ranker_file}` | ranker, {ranker_precision} ONNX, inputs `input_ids`, `attention_mask`, `token_type_ids` (int64), output `logits` (one per pair) |
-| `{selector_file}` | statement selector, {selector_precision} ONNX, same inputs; pair = (context, one statement) |
+| `{ranker_file}` | ranker, {ranker_precision} ONNX; int64 `input_ids`, `attention_mask`, \
+`token_type_ids` in, one `logits` value per pair out |
+| `{selector_file}` | statement selector, {selector_precision} ONNX, same inputs; \
+pair = (context, one statement) |
 | `tokenizer.json` | WordPiece tokenizer (uncased) |
 | `metadata.json` | calibration maps, thresholds, metrics, training configuration |
 
@@ -46,7 +48,10 @@ labelled data from that domain.
 
 def metrics_table(metrics: dict[str, Any]) -> str:
     """A markdown table of the headline metrics per split and setting, where known."""
-    rows = ["| split / setting | P@1 | nDCG@3 | MRR | ECE | abstention acc. |", "| --- | --- | --- | --- | --- | --- |"]
+    rows = [
+        "| split / setting | P@1 | nDCG@3 | MRR | ECE | abstention acc. |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for key, m in metrics.items():
         if not isinstance(m, dict) or "precision_at_1" not in m:
             continue

@@ -43,7 +43,9 @@ def score(
     return out
 
 
-def torch_parity(checkpoint: str | Path, onnx_path: str | Path, encoder: PairEncoder, pairs: Sequence[EncodedPair]):
+def torch_parity(
+    checkpoint: str | Path, onnx_path: str | Path, encoder: PairEncoder, pairs: Sequence[EncodedPair]
+):
     """Max |logit difference| between the PyTorch checkpoint and an ONNX graph on the same batches."""
     import torch
 
@@ -83,7 +85,12 @@ def batch_invariance(
 
 
 def throughput(
-    sess: ort.InferenceSession, encoder: PairEncoder, pairs: Sequence[EncodedPair], *, batch_size: int, repeat: int = 1
+    sess: ort.InferenceSession,
+    encoder: PairEncoder,
+    pairs: Sequence[EncodedPair],
+    *,
+    batch_size: int,
+    repeat: int = 1,
 ) -> float:
     """Pairs per second over ``pairs`` in batches of ``batch_size`` (after one warm-up batch)."""
     run_batch(sess, encoder, pairs[:batch_size])

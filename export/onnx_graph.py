@@ -61,7 +61,9 @@ def _config(checkpoint: str | Path) -> tuple[int, int]:
 def optimize(fp32_path: str | Path, path: str | Path, *, checkpoint: str | Path) -> Path:
     """ONNX Runtime's transformer optimiser (attention, layer-norm and GELU fusions) for CPU."""
     heads, hidden = _config(checkpoint)
-    model = ort_optimizer.optimize_model(str(fp32_path), model_type="bert", num_heads=heads, hidden_size=hidden)
+    model = ort_optimizer.optimize_model(
+        str(fp32_path), model_type="bert", num_heads=heads, hidden_size=hidden
+    )
     model.save_model_to_file(str(path))
     return Path(path)
 

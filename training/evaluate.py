@@ -1,4 +1,4 @@
-"""Evaluate a shipped model directory on SUGAR-format data, the way the service runs it.
+r"""Evaluate a shipped model directory on SUGAR-format data, the way the service runs it.
 
     python -m training.evaluate --model models/sugar-minilm-l6 \\
         --data ../shared/data/sugar/sugar.jsonl --split-file runs/sugar/split.json --split test
@@ -28,7 +28,7 @@ from service.selection import choose_statements
 from training import metrics
 from training.ranker import ranking_metrics
 from training.selector import precision_recall
-from training.sugar import ATTRIBUTION, SugarExample, load_sugar, select
+from training.sugar import ATTRIBUTION, SugarExample, load_sugar, select, split_indices
 
 PUBLISHED = {  # SUGAR paper, 5-fold cross-validation, input u + all 12 statements
     "TF-IDF": (0.568, 0.850),
@@ -63,7 +63,9 @@ class Evaluator:
         """Indices of the statements the selector keeps, per example."""
         assert self.selector is not None and self.selector_encoder is not None and self.bundle.selector
         spec = self.bundle.selector
-        per_example = [self.selector_encoder.encode_request(e.turns, [], e.statements_for(setting)) for e in examples]
+        per_example = [
+            self.selector_encoder.encode_request(e.turns, [], e.statements_for(setting)) for e in examples
+        ]
         flat = [p for pairs in per_example for p in pairs]
         relevance = spec.calibration(score(self.selector, self.selector_encoder, flat, batch_size=64))
         out, start = [], 0
@@ -73,9 +75,14 @@ class Evaluator:
             start += len(pairs)
         return out
 
-    def logits(self, examples: Sequence[SugarExample], statements: Sequence[Sequence[str]]) -> list[np.ndarray]:
+    def logits(
+        self, examples: Sequence[SugarExample], statements: Sequence[Sequence[str]]
+    ) -> list[np.ndarray]:
         """Ranker logits per example, in candidate order."""
-        lists = [self.encoder.encode_request(e.turns, s, e.candidates) for e, s in zip(examples, statements, strict=True)]
+        lists = [
+            self.encoder.encode_request(e.turns, s, e.candidates)
+            for e, s in zip(examples, statements, strict=True)
+        ]
         flat = [p for pairs in lists for p in pairs]
         return np.split(score(self.ranker, self.encoder, flat), np.cumsum([len(x) for x in lists])[:-1])
 
@@ -104,9 +111,7 @@ class Evaluator:
 
 def tfidf_scores(fit_on: Sequence[SugarExample], examples: Sequence[SugarExample], setting: str) -> list:
     """TF-IDF cosine between (request + statements) and each candidate."""
-    vectorizer = TfidfVectorizer().fit(
-        [t for e in fit_on for t in (e.request, *e.statements, *e.candidates)]
-    )
+    vectorizer = TfidfVectorizer().fit([t for e in fit_on for t in (e.request, *e.statements, *e.candidates)])
     out = []
     for e in examples:
         query = vectorizer.transform([" ".join([e.request, *e.statements_for(setting)])])
@@ -133,7 +138,11 @@ def markdown(results: dict, *, title: str) -> str:
             f"| {name} | {r['precision_at_1']:.3f} | {r['ndcg_at_3']:.3f} | {r['mrr']:.3f} | {r['ece']:.3f} "
             f"| {r['abstention_accuracy']:.3f} | {sel_cell} |"
         )
-    lines += ["", "TF-IDF reference (cosine of request + statements to candidate, fitted on the train split):", ""]
+    lines += [
+        "",
+        "TF-IDF reference (cosine of request + statements to candidate, fitted on the train split):",
+        "",
+    ]
     lines += ["| input | P@1 | nDCG@3 | MRR |", "| --- | --- | --- | --- |"]
     for name, r in results["tfidf"].items():
         lines.append(f"| {name} | {r['precision_at_1']:.3f} | {r['ndcg_at_3']:.3f} | {r['mrr']:.3f} |")
@@ -148,24 +157,42 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="model directory (metadata.json, ONNX, tokenizer)")
     p.add_argument("--data", required=True, help="SUGAR-format JSONL")
-    p.add_argument("--split-file", default=None, help="split.json of the training run (default: every example)")
+    p.add_argument(
+        "--split-file", default=None, help="split.json of the training run (default: every example)"
+    )
     p.add_argument("--split", default="test", choices=("train", "dev", "test"))
-    p.add_argument("--ranker-file", default=None, help="score with this ONNX graph instead (e.g. the fp32 export)")
+    p.add_argument(
+        "--ranker-file", default=None, help="score with this ONNX graph instead (e.g. the fp32 export)"
+    )
     p.add_argument("--rows", default=None, help="comma-separated row names to run (default: all)")
-    p.add_argument("--out-md", default=None, help="markdown report path (default: beside the model, eval-<split>.md)")
+    p.add_argument(
+        "--out-md", default=None, help="markdown report path (default: beside the model, eval-<split>.md)"
+    )
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--record", action="store_true", help="store results in metadata.json and MODEL_CARD.md")
     args = p.parse_args(argv)
 
     examples = load_sugar(args.data)
+    bundle = load_bundle(args.model)
     train = examples
-    if args.split_file:
-        split = json.loads(Path(args.split_file).read_text())
+    if not args.all:
+        if args.split_file:
+            split = json.loads(Path(args.split_file).read_text())
+        else:
+            split = split_indices(examples, seed=int(bundle.metadata["training_data"]["split_seed"]))
         train = select(examples, split["train"])
         examples = select(examples, split[args.split])
-    bundle = load_bundle(args.model)
-    evaluator = Evaluator(bundle, ranker_file=Path(args.ranker_file) if args.ranker_file else None, threads=args.threads)
+    evaluator = Evaluator(
+        bundle, ranker_file=Path(args.ranker_file) if args.ranker_file else None, threads=args.threads
+    )
     wanted = set(args.rows.split(",")) if args.rows else None
-    results: dict = {"model": {}, "tfidf": {}, "examples": len(examples), "split": args.split, "model_id": bundle.model_id}
+    results: dict = {
+        "model": {},
+        "tfidf": {},
+        "examples": len(examples),
+        "split": args.split,
+        "model_id": bundle.model_id,
+    }
     started = time.time()
     for name, setting, selection in ROWS:
         if wanted and setting not in wanted and name not in wanted:
@@ -177,9 +204,28 @@ def main(argv: list[str] | None = None) -> dict:
     results["seconds"] = round(time.time() - started, 1)
     print(json.dumps(results, indent=2))
     out_md = Path(args.out_md or Path(args.model) / f"eval-{args.split}.md")
-    out_md.write_text(markdown(results, title=f"{bundle.model_id} on SUGAR, {args.split} split ({len(examples)} examples)"))
+    out_md.write_text(
+        markdown(results, title=f"{bundle.model_id} on SUGAR, {args.split} split ({len(examples)} examples)")
+    )
     print(f"wrote {out_md}")
+    if args.record:
+        record(Path(args.model), results)
     return results
+
+
+def record(model_dir: Path, results: dict) -> None:
+    """Store the results under ``metrics`` in metadata.json and rewrite the model card."""
+    from export.bundle import write_card
+
+    path = model_dir / "metadata.json"
+    metadata = json.loads(path.read_text())
+    split = results["split"]
+    for name, r in results["model"].items():
+        metadata["metrics"][f"{split}: {name}"] = {**r, "ece_after": r["ece"]}
+    for name, r in results["tfidf"].items():
+        metadata["metrics"][f"{split}: TF-IDF, {name}"] = r
+    path.write_text(json.dumps(metadata, indent=2) + "\n")
+    write_card(model_dir, metadata)
 
 
 if __name__ == "__main__":

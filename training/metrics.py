@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -71,7 +72,9 @@ def reliability_bins(probs: Sequence[float], outcomes: Sequence[int], bins: int 
 
 
 def abstention_accuracy(
-    probs_per_example: Sequence[Sequence[float]], labels_per_example: Sequence[Sequence[int]], threshold: float
+    probs_per_example: Sequence[Sequence[float]],
+    labels_per_example: Sequence[Sequence[int]],
+    threshold: float,
 ) -> float:
     """Abstention accuracy over examples that have a bad candidate.
 
@@ -95,7 +98,7 @@ def best_abstention_threshold(
     candidates = sorted({float(p) for probs in probs_per_example for p in probs})
     if not candidates:
         return 0.5, 0.0
-    grid = [candidates[0] - 1e-6] + [(a + b) / 2 for a, b in zip(candidates, candidates[1:])]
+    grid = [candidates[0] - 1e-6] + [(a + b) / 2 for a, b in itertools.pairwise(candidates)]
     grid.append(candidates[-1] + 1e-6)
     scored = [(abstention_accuracy(probs_per_example, labels_per_example, t), t) for t in grid]
     best_acc = max(acc for acc, _ in scored)

@@ -61,7 +61,9 @@ def encode_lists(
     encoder: PairEncoder, examples: Sequence[SugarExample], statements: Sequence[Sequence[str]]
 ) -> list[list[EncodedPair]]:
     """The candidate pairs of each example with the given statements."""
-    return [encoder.encode_request(e.turns, s, e.candidates) for e, s in zip(examples, statements, strict=True)]
+    return [
+        encoder.encode_request(e.turns, s, e.candidates) for e, s in zip(examples, statements, strict=True)
+    ]
 
 
 def score_lists(model: torch.nn.Module, encoder: PairEncoder, lists: Sequence[Sequence[EncodedPair]]) -> list:
@@ -120,7 +122,9 @@ def train_ranker(
         for idx in chunks(order, batch_examples):
             batch = [train[i] for i in idx]
             lists = encode_lists(encoder, batch, [training_statements(e, rng, aug) for e in batch])
-            logits = model(**to_tensors(encoder, [p for pairs in lists for p in pairs])).logits.view(len(batch), -1)
+            logits = model(**to_tensors(encoder, [p for pairs in lists for p in pairs])).logits.view(
+                len(batch), -1
+            )
             labels = torch.tensor([e.labels for e in batch], dtype=torch.float32, device=logits.device)
             loss = listwise_loss(logits, labels, tau=tau, pointwise_weight=pointwise_weight)
             loss.backward()

@@ -30,7 +30,9 @@ class SelectorData:
 
 def statement_pool(example: SugarExample) -> tuple[list[str], list[int]]:
     """All distinct statements of an example (the 12 plus the expanded ones) with gold labels."""
-    gold = {example.statements[i] for i in example.gold} | {example.expanded[i] for i in example.expanded_gold}
+    gold = {example.statements[i] for i in example.gold} | {
+        example.expanded[i] for i in example.expanded_gold
+    }
     pool = list(dict.fromkeys([*example.statements, *example.expanded]))
     return pool, [int(s in gold) for s in pool]
 
@@ -47,7 +49,14 @@ def encode_selector_data(encoder: PairEncoder, examples: Sequence[SugarExample])
 
 
 def train_selector(
-    backbone: str, encoder: PairEncoder, train: SelectorData, *, epochs: int, lr: float, batch_size: int, seed: int
+    backbone: str,
+    encoder: PairEncoder,
+    train: SelectorData,
+    *,
+    epochs: int,
+    lr: float,
+    batch_size: int,
+    seed: int,
 ) -> torch.nn.Module:
     """Fine-tune a (context, statement) relevance classifier with binary cross-entropy."""
     model = load_cross_encoder(backbone)
@@ -75,7 +84,9 @@ def train_selector(
     return model
 
 
-def selector_logits(model: torch.nn.Module, encoder: PairEncoder, examples: Sequence[SugarExample], setting: str):
+def selector_logits(
+    model: torch.nn.Module, encoder: PairEncoder, examples: Sequence[SugarExample], setting: str
+):
     """Per example, the selector's logits for the statements given in ``setting``."""
     per_example = [encoder.encode_request(e.turns, [], e.statements_for(setting)) for e in examples]
     flat = [p for pairs in per_example for p in pairs]

@@ -68,7 +68,6 @@ class SugarExample:
             return [s for i, s in enumerate(self.expanded) if i in keep]
         raise ValueError(f"unknown input setting {setting!r}")
 
-
     def gold_flags(self, setting: str) -> list[int]:
         """1 for each statement of ``statements_for(setting)`` that is relevant (gold), else 0."""
         gold = {self.statements[i] for i in self.gold} | {self.expanded[i] for i in self.expanded_gold}

@@ -39,7 +39,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", required=True, help="SUGAR JSONL file")
     p.add_argument("--out", required=True, help="run directory to create")
-    p.add_argument("--backbone", default=None, help="backbone directory (default: the packaged all-MiniLM-L6-v2)")
+    p.add_argument(
+        "--backbone", default=None, help="backbone directory (default: the packaged all-MiniLM-L6-v2)"
+    )
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--max-length", type=int, default=256, help="ranker pair length in tokens")
     p.add_argument("--selector-max-length", type=int, default=96)
@@ -53,7 +55,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pointwise-weight", type=float, default=0.5)
     p.add_argument("--patience", type=int, default=2)
     p.add_argument("--calibration", choices=("platt", "isotonic"), default="platt")
-    p.add_argument("--limit", type=int, default=None, help="use only the first N train/dev examples (smoke runs)")
+    p.add_argument(
+        "--limit", type=int, default=None, help="use only the first N train/dev examples (smoke runs)"
+    )
     p.add_argument("--max-steps", type=int, default=None, help="stop the ranker after N steps (smoke runs)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     return p.parse_args(argv)
@@ -71,7 +75,9 @@ def main(argv: list[str] | None = None) -> dict:
 
     examples = load_sugar(args.data)
     split = split_indices(examples, seed=args.seed)
-    (out / "split.json").write_text(json.dumps({"data": str(Path(args.data).resolve()), "seed": args.seed, **split}))
+    (out / "split.json").write_text(
+        json.dumps({"data": str(Path(args.data).resolve()), "seed": args.seed, **split})
+    )
     train, dev = select(examples, split["train"]), select(examples, split["dev"])
     if args.limit:
         train, dev = train[: args.limit], dev[: max(4, args.limit // 2)]
@@ -82,8 +88,13 @@ def main(argv: list[str] | None = None) -> dict:
 
     # 1. Statement selector.
     sel_model = train_selector(
-        backbone, selector_enc, encode_selector_data(selector_enc, train),
-        epochs=args.selector_epochs, lr=args.selector_lr, batch_size=args.selector_batch, seed=args.seed,
+        backbone,
+        selector_enc,
+        encode_selector_data(selector_enc, train),
+        epochs=args.selector_epochs,
+        lr=args.selector_lr,
+        batch_size=args.selector_batch,
+        seed=args.seed,
     )
     dev_sel_logits = selector_logits(sel_model, selector_enc, dev, "u+S")
     gold_flags = [[int(i in e.gold) for i in range(len(e.statements))] for e in dev]
@@ -104,9 +115,19 @@ def main(argv: list[str] | None = None) -> dict:
     # 2. Ranker, early-stopped on dev nDCG@3 with the selector's statements (the serving path).
     aug = Augmentation()
     ranker, history = train_ranker(
-        backbone, ranker_enc, train, dev, statements(sel_threshold),
-        epochs=args.epochs, lr=args.lr, batch_examples=args.batch_examples, tau=args.tau,
-        pointwise_weight=args.pointwise_weight, patience=args.patience, seed=args.seed, aug=aug,
+        backbone,
+        ranker_enc,
+        train,
+        dev,
+        statements(sel_threshold),
+        epochs=args.epochs,
+        lr=args.lr,
+        batch_examples=args.batch_examples,
+        tau=args.tau,
+        pointwise_weight=args.pointwise_weight,
+        patience=args.patience,
+        seed=args.seed,
+        aug=aug,
         max_steps=args.max_steps,
     )
 
@@ -168,7 +189,9 @@ def main(argv: list[str] | None = None) -> dict:
         "examples": {"train": len(train), "dev": len(dev), "test": len(split["test"])},
     }
     (out / "metrics.json").write_text(json.dumps(result, indent=2))
-    (out / "config.json").write_text(json.dumps({**vars(args), "backbone": backbone, "augmentation": asdict(aug)}, indent=2))
+    (out / "config.json").write_text(
+        json.dumps({**vars(args), "backbone": backbone, "augmentation": asdict(aug)}, indent=2)
+    )
     print(json.dumps({"dev": dev_metrics, "train_seconds": result["train_seconds"]}, indent=2))
     return result
 

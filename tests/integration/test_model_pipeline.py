@@ -16,13 +16,30 @@ pytestmark = pytest.mark.integration
 REQUESTS = [
     (
         [Turn("user", "Could you make some coffee for my sister?")],
-        ["The coffee machine is broken.", "It is early morning.", "My sister just woke up.", "The room is hot."],
-        ["Sure, brewing it now.", "The machine is broken; shall I make tea instead?", "No.", "I like trains."],
+        [
+            "The coffee machine is broken.",
+            "It is early morning.",
+            "My sister just woke up.",
+            "The room is hot.",
+        ],
+        [
+            "Sure, brewing it now.",
+            "The machine is broken; shall I make tea instead?",
+            "No.",
+            "I like trains.",
+        ],
     ),
     (
-        [Turn("user", "Can you play some music?"), Turn("bot", "Which kind?"), Turn("user", "Something calm.")],
+        [
+            Turn("user", "Can you play some music?"),
+            Turn("bot", "Which kind?"),
+            Turn("user", "Something calm."),
+        ],
         ["The baby is asleep in the next room."],
-        ["Playing heavy metal at full volume!", "Here is a quiet piano playlist at low volume, so the baby can sleep."],
+        [
+            "Playing heavy metal at full volume!",
+            "Here is a quiet piano playlist at low volume, so the baby can sleep.",
+        ],
     ),
     (
         [Turn("user", "I want a refund for my order.")],
@@ -33,7 +50,9 @@ REQUESTS = [
 
 
 def _pairs(encoder):
-    return [p for turns, statements, cands in REQUESTS for p in encoder.encode_request(turns, statements, cands)]
+    return [
+        p for turns, statements, cands in REQUESTS for p in encoder.encode_request(turns, statements, cands)
+    ]
 
 
 def test_onnx_export_matches_pytorch_on_a_few_pairs(tmp_path):
@@ -68,7 +87,9 @@ def test_shipped_model_scores_do_not_depend_on_batch_mates(model_dir, part):
             pytest.skip("the shipped model has no selector")
         encoder, spec = bundle.selector_encoder(), bundle.selector.model
         calibrator = bundle.selector.calibration
-        pairs = [p for turns, statements, _ in REQUESTS for p in encoder.encode_request(turns, [], statements)]
+        pairs = [
+            p for turns, statements, _ in REQUESTS for p in encoder.encode_request(turns, [], statements)
+        ]
     random.Random(1).shuffle(pairs)
     result = batch_invariance(session(spec.path), encoder, pairs, calibrator, batch_size=5)
     assert result["max_abs_prob_change"] <= 1e-3, result
@@ -82,9 +103,24 @@ def test_training_smoke_run_writes_a_usable_run_directory(tmp_path, shared_data)
     out = tmp_path / "run"
     result = train.main(
         [
-            "--data", str(shared_data / "sugar" / "sugar.jsonl"), "--out", str(out),
-            "--limit", "16", "--epochs", "1", "--selector-epochs", "1", "--max-steps", "2",
-            "--selector-batch", "32", "--max-length", "128", "--selector-max-length", "48",
+            "--data",
+            str(shared_data / "sugar" / "sugar.jsonl"),
+            "--out",
+            str(out),
+            "--limit",
+            "16",
+            "--epochs",
+            "1",
+            "--selector-epochs",
+            "1",
+            "--max-steps",
+            "2",
+            "--selector-batch",
+            "32",
+            "--max-length",
+            "128",
+            "--selector-max-length",
+            "48",
         ]
     )
     for name in ("config.json", "split.json", "metrics.json", "calibration.json", "reliability_dev.png"):
