@@ -4,12 +4,18 @@ Prints, in one run:
 - raw session pairs/s at several batch sizes (the best one is the ceiling);
 - the service (a real ``python -m service`` on loopback) at 1, 4, 16 and 64 concurrent clients:
   pairs/s, p50 and p99 request latency, and the share of the raw ceiling;
-- a lone 3-candidate request: service p50 vs the raw session's time for the same 3 pairs.
+- a lone 3-candidate request: service p50 vs the raw session's time for the same 3 pairs;
+- with ``--triton``: the same load through a gateway with ``--backend triton`` in front of a real
+  Triton (``python -m export.triton_local``, PyTriton on this CPU), side by side with the embedded
+  backend; ``--triton-buckets`` (repeatable) adds one Triton column per length-bucket list
+  (``[]``: no buckets, each request padded to its longest pair).
 
 Inputs are SUGAR-like: one user request, 12 situational statements, 3 to 10 candidates (about
 110 tokens per pair), read from ``../shared/data/sugar/sugar.jsonl`` when present, else made up.
 
     .venv/bin/python benchmarks/bench_gateway.py --model models/sugar-minilm-l6 --requests 400
+    .venv/bin/python benchmarks/bench_gateway.py --model models/sugar-minilm-l6 --requests 400 \
+        --concurrency 1,16,64 --triton --triton-buckets 32,64,96,128,160,192,224,256 --triton-buckets '[]'
 """
 
 from __future__ import annotations
@@ -114,6 +120,37 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def wait_http(url: str, process: subprocess.Popen, what: str) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"{what} exited with {process.returncode}")
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    process.terminate()
+    raise SystemExit(f"{what} did not become ready")
+
+
+def start_triton(model: Path, threads: int) -> tuple[subprocess.Popen, int]:
+    """``export.triton_local`` on free ports; returns the process and its gRPC port."""
+    http_port, grpc_port = free_port(), free_port()
+    command = [
+        sys.executable, "-m", "export.triton_local", "--model", str(model), "--http-port", str(http_port),
+        "--grpc-port", str(grpc_port), "--threads", str(threads),
+        # Requests fail at the same age as on the embedded backend (the gateway's request timeout).
+        "--queue-timeout-us", str(10_000_000),
+    ]  # fmt: skip
+    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    wait_http(f"http://127.0.0.1:{http_port}/v2/models/ranker/ready", process, "triton_local")
+    if load_bundle(model).selector is not None:
+        wait_http(f"http://127.0.0.1:{http_port}/v2/models/selector/ready", process, "triton_local")
+    return process, grpc_port
+
+
 def start_server(model: Path, port: int, threads: int, extra: list[str]) -> subprocess.Popen:
     command = [
         sys.executable,
@@ -131,15 +168,45 @@ def start_server(model: Path, port: int, threads: int, extra: list[str]) -> subp
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     process = subprocess.Popen(command, env=env)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                return process
-        except httpx.TransportError:
-            time.sleep(0.2)
-    process.terminate()
-    raise SystemExit("the service did not become ready")
+    wait_http(f"http://127.0.0.1:{port}/readyz", process, "the service")
+    return process
+
+
+def bench_service(
+    model: Path, threads: int, extra: list[str], requests: list[dict[str, Any]], concurrency: list[int]
+) -> tuple[list[tuple[int, float, list[float]]], subprocess.Popen, str]:
+    """(clients, pairs/s, latencies) per concurrency level; the server is left running."""
+    port = free_port()
+    server = start_server(model, port, threads, extra)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        asyncio.run(load(url, requests[: min(50, len(requests))], 4))  # warm-up
+        rows = [(c, *asyncio.run(load(url, requests, c))) for c in concurrency]
+    except BaseException:
+        server.terminate()
+        raise
+    return rows, server, url
+
+
+def bench_triton(
+    args: argparse.Namespace, requests: list[dict[str, Any]], concurrency: list[int]
+) -> dict[str, list[tuple[int, float, list[float]]]]:
+    """One column per bucket list: the gateway with ``--backend triton`` in front of one Triton."""
+    triton, grpc_port = start_triton(args.model, args.threads)
+    columns = {}
+    try:
+        for buckets in args.triton_buckets or [None]:
+            extra = ["--backend", "triton", "--triton.url", f"127.0.0.1:{grpc_port}", *args.server_args]
+            if buckets is not None:
+                extra += ["--triton.length-buckets", buckets]
+            rows, server, _ = bench_service(args.model, args.threads, extra, requests, concurrency)
+            server.terminate()
+            server.wait(timeout=30)
+            columns[f"triton {buckets or 'default'}"] = rows
+    finally:
+        triton.terminate()
+        triton.wait(timeout=30)
+    return columns
 
 
 async def load(url: str, requests: list[dict[str, Any]], clients: int) -> tuple[float, list[float]]:
@@ -179,6 +246,12 @@ def main() -> None:
     parser.add_argument("--batch-sizes", default="1,4,8,16,32,64")
     parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads (0: default)")
     parser.add_argument("--lone", type=int, default=100, help="lone 3-candidate requests")
+    parser.add_argument("--triton", action="store_true", help="add gateway -> Triton columns")
+    parser.add_argument(
+        "--triton-buckets",
+        action="append",
+        help="a --triton.length-buckets value (e.g. 32,64,128,256 or '[]'); repeat for more columns",
+    )
     parser.add_argument("server_args", nargs="*", help="extra service flags after --")
     args = parser.parse_args()
 
@@ -193,18 +266,15 @@ def main() -> None:
     raw_three = raw_three_pairs_ms(bundle, session, encoded[0][:3], args.lone)
     del session
 
-    port = free_port()
-    server = start_server(args.model, port, args.threads, args.server_args)
-    url = f"http://127.0.0.1:{port}"
+    concurrency = [int(x) for x in args.concurrency.split(",")]
+    rows, server, url = bench_service(args.model, args.threads, args.server_args, requests, concurrency)
     try:
-        asyncio.run(load(url, requests[: min(50, len(requests))], 4))  # warm-up
-        rows = [
-            (c, *asyncio.run(load(url, requests, c))) for c in (int(x) for x in args.concurrency.split(","))
-        ]
         _, lone = asyncio.run(load(url, [lone_request] * args.lone, 1))
     finally:
         server.terminate()
         server.wait(timeout=30)
+    # After the embedded server has stopped: the two never compete for the CPU.
+    triton_columns = bench_triton(args, requests, concurrency) if args.triton else {}
 
     print(
         f"\nmodel {bundle.model_id}  pairs {len(pairs)}  mean tokens/pair {mean_tokens:.0f}  "
@@ -227,6 +297,22 @@ def main() -> None:
     at16 = next((rate for clients, rate, _ in rows if clients == 16), None)
     if at16 is not None:
         print(f"16 clients: {at16 / best:.0%} of the raw session's best pairs/s (target >= 80%)")
+    if triton_columns:
+        print_side_by_side({"embedded": rows, **triton_columns})
+
+
+def print_side_by_side(columns: dict[str, list[tuple[int, float, list[float]]]]) -> None:
+    """pairs/s, p50 and p99 (ms) per backend column, one row per concurrency level."""
+    print("\nembedded vs Triton over HTTP (gateway -> backend, same inputs)")
+    header = f"{'clients':>7}" + "".join(f" | {name:^28}" for name in columns)
+    print(header)
+    print(f"{'':>7}" + "".join(f" | {'pairs/s':>9} {'p50 ms':>8} {'p99 ms':>8}" for _ in columns))
+    for i, (clients, _, _) in enumerate(next(iter(columns.values()))):
+        cells = "".join(
+            f" | {rate:>9.1f} {pct(lat, 50):>8.1f} {pct(lat, 99):>8.1f}"
+            for _, rate, lat in (c[i] for c in columns.values())
+        )
+        print(f"{clients:>7}{cells}")
 
 
 if __name__ == "__main__":

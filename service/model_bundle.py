@@ -6,6 +6,9 @@ A bundle directory holds:
   names, ``calibration`` (see :mod:`service.calibration`), the abstention ``threshold`` (a
   calibrated probability), optionally a ``selector`` (statement-relevance model), and the
   training data, attribution and metrics for the model card;
+- ``serving`` (optional): how the graphs must be run, e.g. ``{"sub_batch_pairs": 1}`` for a
+  dynamically quantised graph, whose activation scales are computed over the whole input
+  tensor, so that a pair's score never depends on what it was batched with;
 - the ONNX file(s) and ``tokenizer.json``.
 
 The export CLI (``python -m export``) writes bundles; this module only reads them.
@@ -36,6 +39,8 @@ class OnnxModelSpec:
     input_names: tuple[str, ...]
     output_name: str
     max_length: int
+    #: Which model of the bundle this is: ``ranker`` or ``selector`` (a remote backend's model name).
+    role: str = "ranker"
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,8 @@ class ModelBundle:
     threshold: float
     selector: SelectorSpec | None
     metadata: dict[str, Any]
+    #: Pairs per backend call the model needs for batch-invariant scores (None: any batch).
+    serving_sub_batch_pairs: int | None = None
 
     @property
     def model_id(self) -> str:
@@ -87,12 +94,15 @@ def _require_file(directory: Path, name: str) -> Path:
     return path
 
 
-def _onnx_spec(directory: Path, spec: dict[str, Any], *, default_max_length: int) -> OnnxModelSpec:
+def _onnx_spec(
+    directory: Path, spec: dict[str, Any], *, default_max_length: int, role: str = "ranker"
+) -> OnnxModelSpec:
     return OnnxModelSpec(
         path=_require_file(directory, spec["file"]),
         input_names=tuple(spec.get("inputs", ("input_ids", "attention_mask", "token_type_ids"))),
         output_name=str(spec.get("output", "logits")),
         max_length=int(spec.get("max_length", default_max_length)),
+        role=role,
     )
 
 
@@ -112,7 +122,9 @@ def load_bundle(directory: str | Path) -> ModelBundle:
         if meta.get("selector"):
             sel = meta["selector"]
             selector = SelectorSpec(
-                model=_onnx_spec(directory, sel, default_max_length=int(sel.get("max_length", 96))),
+                model=_onnx_spec(
+                    directory, sel, default_max_length=int(sel.get("max_length", 96)), role="selector"
+                ),
                 calibration=Calibrator.from_dict(sel["calibration"]),
                 threshold=float(sel["threshold"]),
                 min_keep=int(sel.get("min_keep", 1)),
@@ -127,6 +139,7 @@ def load_bundle(directory: str | Path) -> ModelBundle:
             threshold=float(meta["threshold"]),
             selector=selector,
             metadata=meta,
+            serving_sub_batch_pairs=int(meta.get("serving", {}).get("sub_batch_pairs", 0)) or None,
         )
     except (KeyError, TypeError, ValueError) as e:
         if isinstance(e, BundleError):

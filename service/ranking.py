@@ -16,7 +16,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from service.batching import Batcher
+from service.batching import Scorer
 from service.encoding import OffLoopEncoder
 from service.errors import BackendTimeout
 from service.guidelines import Guidelines, MaskReason
@@ -103,7 +103,7 @@ class Ranker:
         *,
         bundle: ModelBundle,
         encoder: OffLoopEncoder,
-        batcher: Batcher,
+        batcher: Scorer,
         guidelines: Guidelines,
         metrics: Metrics,
         settings: RankingSettings,

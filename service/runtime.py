@@ -12,8 +12,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from service.backends import Backend, build_backend
-from service.batching import Batcher
+from service.backends import AnyBackend, build_backend, is_remote
+from service.batching import Batcher, DirectScorer, Scorer
 from service.encoding import OffLoopEncoder
 from service.guidelines import Guidelines
 from service.metrics import Metrics
@@ -25,7 +25,7 @@ from service.settings import Settings
 logger = logging.getLogger(__name__)
 
 #: Builds a backend for one ONNX graph (tests pass fakes).
-BackendFactory = Callable[[Settings, OnnxModelSpec], Backend]
+BackendFactory = Callable[[Settings, OnnxModelSpec], AnyBackend]
 
 
 @dataclass
@@ -36,8 +36,8 @@ class Runtime:
     executor: ThreadPoolExecutor
     bundle: ModelBundle
     ranker: Ranker
-    backends: list[Backend] = field(default_factory=list)
-    batchers: list[Batcher] = field(default_factory=list)
+    backends: list[AnyBackend] = field(default_factory=list)
+    batchers: list[Scorer] = field(default_factory=list)
 
     @property
     def backend_name(self) -> str:
@@ -56,21 +56,35 @@ class Runtime:
         """
         executor = ThreadPoolExecutor(settings.executor_threads, thread_name_prefix="ranker")
         loop = asyncio.get_running_loop()
-        backends: list[Backend] = []
-        batchers: list[Batcher] = []
+        backends: list[AnyBackend] = []
+        batchers: list[Scorer] = []
         try:
             bundle = await loop.run_in_executor(executor, load_bundle, settings.model)
             guidelines = await loop.run_in_executor(executor, Guidelines.from_file, settings.guidelines)
 
-            async def component(spec: OnnxModelSpec, model: str, encoder_max: int) -> Batcher:
+            async def component(spec: OnnxModelSpec, model: str, encoder_max: int) -> Scorer:
                 backend = backend_factory(settings, spec)
-                await loop.run_in_executor(executor, backend.start)
-                backends.append(backend)
                 encoder = bundle.pair_encoder()
-                batcher = Batcher(
-                    backend=backend, pad=encoder.pad, settings=settings.batching, executor=executor,
-                    metrics=metrics, model=model, max_length=encoder_max,
-                )  # fmt: skip
+                batcher: Scorer
+                if is_remote(backend):  # it batches itself: no gateway queue in front of it
+                    await backend.start()
+                    backends.append(backend)
+                    batcher = DirectScorer(
+                        backend=backend, pad=encoder.pad, metrics=metrics, model=model,
+                        max_in_flight_pairs=settings.batching.queue_max_pairs,
+                    )  # fmt: skip
+                else:
+                    await loop.run_in_executor(executor, backend.start)
+                    backends.append(backend)
+                    batching = settings.batching
+                    if batching.sub_batch_pairs == 0 and bundle.serving_sub_batch_pairs:
+                        # The model's scores depend on batch-mates unless run this many pairs a call.
+                        need = bundle.serving_sub_batch_pairs
+                        batching = batching.model_copy(update={"sub_batch_pairs": need})
+                    batcher = Batcher(
+                        backend=backend, pad=encoder.pad, settings=batching, executor=executor,
+                        metrics=metrics, model=model, max_length=encoder_max,
+                    )  # fmt: skip
                 await batcher.start()
                 batchers.append(batcher)
                 return batcher
@@ -126,7 +140,11 @@ class Runtime:
         """True when every backend answers its probe."""
         loop = asyncio.get_running_loop()
         for backend in self.backends:
-            if not await loop.run_in_executor(self.executor, backend.health):
+            if is_remote(backend):
+                healthy = await backend.health()
+            else:
+                healthy = await loop.run_in_executor(self.executor, backend.health)
+            if not healthy:
                 return False
         return True
 
@@ -135,9 +153,12 @@ class Runtime:
         await _close(self.batchers, self.backends, self.executor)
 
 
-async def _close(batchers: list[Batcher], backends: list[Backend], executor: ThreadPoolExecutor) -> None:
+async def _close(batchers: list[Scorer], backends: list[AnyBackend], executor: ThreadPoolExecutor) -> None:
     for batcher in batchers:
         await batcher.close()
     for backend in backends:
-        backend.close()
+        if is_remote(backend):
+            await backend.close()
+        else:
+            backend.close()
     executor.shutdown(wait=False, cancel_futures=True)

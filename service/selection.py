@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from service.batching import Batcher
+from service.batching import Scorer
 from service.encoding import OffLoopEncoder
 from service.metrics import Metrics
 from service.model_bundle import SelectorSpec
@@ -30,7 +30,7 @@ class StatementSelector:
     """Scores statements with the selector model through its own batcher and backend."""
 
     def __init__(
-        self, spec: SelectorSpec, *, encoder: OffLoopEncoder, batcher: Batcher, metrics: Metrics
+        self, spec: SelectorSpec, *, encoder: OffLoopEncoder, batcher: Scorer, metrics: Metrics
     ) -> None:
         self.spec = spec
         self.encoder = encoder

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: The repository root, found from the package location so defaults work from any cwd.
@@ -38,8 +38,9 @@ class BatchingSettings(BaseModel):
     sub_batch_pairs: int = Field(
         0,
         ge=0,
-        description="Run each batch as backend calls of at most this many pairs (0: one call). "
-        "1 makes scores independent of batch composition for dynamically quantised models.",
+        description="Run each batch as backend calls of at most this many pairs (0: as the model's "
+        "metadata asks, else one call). 1 makes a dynamically quantised model's scores independent of "
+        "batch composition.",
     )
     pad_to_multiple: int = Field(
         1, ge=1, le=512, description="Pad each backend call to a multiple of this length (a length bucket)."
@@ -66,6 +67,42 @@ class OnnxSettings(BaseModel):
 
     intra_op_threads: int = Field(0, ge=0, description="Threads per inference call (0: ONNX Runtime picks).")
     inter_op_threads: int = Field(1, ge=0, description="Threads across graph nodes (0: ONNX Runtime picks).")
+
+
+class TritonSettings(BaseModel):
+    """The Triton backend: a remote NVIDIA Triton Inference Server reached over gRPC.
+
+    Triton's dynamic batcher merges only requests of equal shape, so the gateway pads each pair to
+    the smallest of ``length_buckets`` that holds it and sends the pairs of one bucket as one
+    request; requests of different clients in the same bucket then share Triton batches. Buckets
+    every 32 tokens cost 12% padding on SUGAR-like pairs, and 16 concurrent requests meet on 2-3
+    shapes (``benchmarks/bucket_padding.py``; the README has the comparison).
+    """
+
+    url: str = Field("127.0.0.1:8001", description="Triton gRPC address (host:port).")
+    ranker_model: str = Field("ranker", description="Triton model name of the ranker.")
+    selector_model: str = Field("selector", description="Triton model name of the statement selector.")
+    timeout_s: float = Field(
+        8.0, gt=0, description="A Triton call without an answer after this long fails with 504."
+    )
+    health_timeout_s: float = Field(
+        1.0, gt=0, description="Readiness probe timeout (server and model ready state)."
+    )
+    length_buckets: list[int] = Field(
+        default_factory=lambda: [32, 64, 96, 128, 160, 192, 224, 256],
+        description="Pad each pair to the smallest of these lengths that holds it (the model's "
+        "max length is always a bucket); empty: pad each request to its longest pair.",
+    )
+    max_batch_pairs: int = Field(
+        64, ge=1, le=4096, description="Most pairs in one Triton request (the model's max_batch_size)."
+    )
+
+    @field_validator("length_buckets")
+    @classmethod
+    def _sorted_positive(cls, buckets: list[int]) -> list[int]:
+        if any(b < 1 for b in buckets):
+            raise ValueError("length buckets must be positive")
+        return sorted(set(buckets))
 
 
 class FakeSettings(BaseModel):
@@ -107,7 +144,7 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="Address to listen on.")
     port: int = Field(8000, ge=0, le=65535, description="Port to listen on.")
-    backend: BackendName = Field("onnx", description="Inference backend.")
+    backend: BackendName = Field("onnx", description="Inference backend (`onnx`, `triton` or `fake`).")
     model: Path = Field(DEFAULT_MODEL_DIR, description="Model bundle directory (holds metadata.json).")
     guidelines: Path = Field(
         DEFAULT_GUIDELINES, description="ABCD-format kb.json: intent -> allowed agent actions."
@@ -119,5 +156,16 @@ class Settings(BaseSettings):
     batching: BatchingSettings = Field(default_factory=BatchingSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     onnx: OnnxSettings = Field(default_factory=OnnxSettings)
+    triton: TritonSettings = Field(default_factory=TritonSettings)
+    triton_url: str | None = Field(
+        None, description="Shorthand for --triton.url (the flag the deployment docs name)."
+    )
     fake: FakeSettings = Field(default_factory=FakeSettings)
     ranking: RankingSettings = Field(default_factory=RankingSettings)
+
+    @model_validator(mode="after")
+    def _apply_triton_url(self) -> Settings:
+        # One value: the shorthand, when given, is the Triton group's url.
+        if self.triton_url is not None:
+            self.triton.url = self.triton_url
+        return self

@@ -52,8 +52,18 @@ ROWS = [
 class Evaluator:
     """Scores SUGAR examples with a model directory's ONNX graphs."""
 
-    def __init__(self, bundle: ModelBundle, *, ranker_file: Path | None = None, threads: int = 2) -> None:
+    def __init__(
+        self,
+        bundle: ModelBundle,
+        *,
+        ranker_file: Path | None = None,
+        threads: int = 2,
+        batch_size: int | None = None,
+    ) -> None:
         self.bundle = bundle
+        # Score as the service does: a model whose scores depend on batch-mates (dynamic int8)
+        # is served one pair per call, and must be evaluated so too.
+        self.batch_size = batch_size or bundle.serving_sub_batch_pairs or 16
         self.ranker = session(ranker_file or bundle.ranker.path, threads=threads)
         self.encoder = bundle.pair_encoder()
         self.selector = session(bundle.selector.model.path, threads=threads) if bundle.selector else None
@@ -67,7 +77,9 @@ class Evaluator:
             self.selector_encoder.encode_request(e.turns, [], e.statements_for(setting)) for e in examples
         ]
         flat = [p for pairs in per_example for p in pairs]
-        relevance = spec.calibration(score(self.selector, self.selector_encoder, flat, batch_size=64))
+        relevance = spec.calibration(
+            score(self.selector, self.selector_encoder, flat, batch_size=self.batch_size)
+        )
         out, start = [], 0
         for pairs in per_example:
             probs = relevance[start : start + len(pairs)]
@@ -84,7 +96,10 @@ class Evaluator:
             for e, s in zip(examples, statements, strict=True)
         ]
         flat = [p for pairs in lists for p in pairs]
-        return np.split(score(self.ranker, self.encoder, flat), np.cumsum([len(x) for x in lists])[:-1])
+        return np.split(
+            score(self.ranker, self.encoder, flat, batch_size=self.batch_size),
+            np.cumsum([len(x) for x in lists])[:-1],
+        )
 
     def evaluate(self, examples: Sequence[SugarExample], setting: str, selection: bool) -> dict:
         """All metrics for one input setting."""
@@ -158,7 +173,16 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--model", required=True, help="model directory (metadata.json, ONNX, tokenizer)")
     p.add_argument("--data", required=True, help="SUGAR-format JSONL")
     p.add_argument(
-        "--split-file", default=None, help="split.json of the training run (default: every example)"
+        "--split-file",
+        default=None,
+        help="split.json of the training run (default: re-derive the split from the model's split seed)",
+    )
+    p.add_argument("--all", action="store_true", help="evaluate every example of --data (no split)")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="pairs per ONNX call (default: the model's serving sub-batch, else 16)",
     )
     p.add_argument("--split", default="test", choices=("train", "dev", "test"))
     p.add_argument(
@@ -183,7 +207,10 @@ def main(argv: list[str] | None = None) -> dict:
         train = select(examples, split["train"])
         examples = select(examples, split[args.split])
     evaluator = Evaluator(
-        bundle, ranker_file=Path(args.ranker_file) if args.ranker_file else None, threads=args.threads
+        bundle,
+        ranker_file=Path(args.ranker_file) if args.ranker_file else None,
+        threads=args.threads,
+        batch_size=args.batch_size,
     )
     wanted = set(args.rows.split(",")) if args.rows else None
     results: dict = {

@@ -24,7 +24,7 @@ from service.calibration import sigmoid
 from service.selection import choose_statements
 from service.tokenization import PairEncoder
 from training import calibrate, metrics
-from training.backbone import backbone_dir, seed_everything
+from training.backbone import backbone_dir, load_cross_encoder, seed_everything
 from training.ranker import Augmentation, encode_lists, ranking_metrics, score_lists, train_ranker
 from training.selector import (
     encode_selector_data,
@@ -60,6 +60,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--max-steps", type=int, default=None, help="stop the ranker after N steps (smoke runs)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument(
+        "--selector-from",
+        default=None,
+        help="reuse the selector of an earlier run directory instead of training one (same split seed)",
+    )
     return p.parse_args(argv)
 
 
@@ -87,15 +92,18 @@ def main(argv: list[str] | None = None) -> dict:
     selector_enc = PairEncoder.from_file(backbone, max_length=args.selector_max_length)
 
     # 1. Statement selector.
-    sel_model = train_selector(
-        backbone,
-        selector_enc,
-        encode_selector_data(selector_enc, train),
-        epochs=args.selector_epochs,
-        lr=args.selector_lr,
-        batch_size=args.selector_batch,
-        seed=args.seed,
-    )
+    if args.selector_from:
+        sel_model = load_cross_encoder(Path(args.selector_from) / "selector")
+    else:
+        sel_model = train_selector(
+            backbone,
+            selector_enc,
+            encode_selector_data(selector_enc, train),
+            epochs=args.selector_epochs,
+            lr=args.selector_lr,
+            batch_size=args.selector_batch,
+            seed=args.seed,
+        )
     dev_sel_logits = selector_logits(sel_model, selector_enc, dev, "u+S")
     gold_flags = [[int(i in e.gold) for i in range(len(e.statements))] for e in dev]
     sel_cal = calibrate.fit_platt(np.concatenate(dev_sel_logits), np.concatenate(gold_flags))

@@ -1,5 +1,5 @@
-"""Inference backends: ONNX Runtime in process, Triton (later), and a deterministic fake."""
+"""Inference backends: ONNX Runtime in process, a remote Triton server, and a deterministic fake."""
 
-from service.backends.base import Backend, build_backend
+from service.backends.base import AnyBackend, Backend, RemoteBackend, build_backend, is_remote
 
-__all__ = ["Backend", "build_backend"]
+__all__ = ["AnyBackend", "Backend", "RemoteBackend", "build_backend", "is_remote"]

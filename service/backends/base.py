@@ -1,16 +1,22 @@
 """The backend protocol: a padded batch of pairs in, one logit per pair out.
 
-A backend knows nothing of HTTP, requests or batching policy. Its calls may block: the batcher
-runs them on an executor thread, never on the event loop.
+A backend knows nothing of HTTP, requests or batching policy. Two kinds exist:
+
+- :class:`Backend` (``onnx``, ``fake``): blocking calls; the batcher groups pairs from concurrent
+  requests and runs the calls on an executor thread, never on the event loop.
+- :class:`RemoteBackend` (``triton``): a server with a dynamic batcher of its own; its calls are
+  coroutines awaited on the event loop, and the gateway does not batch for it (no double queueing
+  delay: see :class:`~service.batching.DirectScorer`).
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
+from typing_extensions import TypeIs
 
-from service.errors import BackendUnavailable
 from service.tokenization import Batch
 
 if TYPE_CHECKING:
@@ -43,12 +49,45 @@ class Backend(Protocol):
         """
 
 
-def build_backend(settings: Settings, spec: OnnxModelSpec) -> Backend:
-    """The backend named by ``settings.backend`` for one ONNX graph of the bundle.
+class RemoteBackend(Protocol):
+    """A backend behind a server that batches requests itself; every call is a coroutine."""
 
-    Raises:
-        BackendUnavailable: the named backend is not available in this build.
-    """
+    name: str
+    #: Most pairs in one call (the server model's max batch size).
+    max_batch_pairs: int
+    #: Lengths a call is padded to, so equal shapes meet in the server's batcher (empty: none).
+    length_buckets: tuple[int, ...]
+
+    async def start(self) -> None:
+        """Connect; a server that is not ready yet is reported by ``health``, not raised."""
+
+    async def close(self) -> None:
+        """Close the connection."""
+
+    async def health(self) -> bool:
+        """True when the server and its model report ready."""
+
+    async def infer(self, batch: Batch) -> np.ndarray:
+        """One float32 logit per pair of ``batch``, shape (pairs,).
+
+        Raises:
+            BackendError: the server failed on this batch.
+            BackendUnavailable: the server cannot be reached or its model is not ready.
+            BackendTimeout: no answer within the backend's timeout.
+            Overloaded: the server's queue refused the batch.
+        """
+
+
+AnyBackend = Backend | RemoteBackend
+
+
+def is_remote(backend: AnyBackend) -> TypeIs[RemoteBackend]:
+    """True for a :class:`RemoteBackend` (its ``infer`` is a coroutine function)."""
+    return inspect.iscoroutinefunction(backend.infer)
+
+
+def build_backend(settings: Settings, spec: OnnxModelSpec) -> AnyBackend:
+    """The backend named by ``settings.backend`` for one ONNX graph of the bundle."""
     if settings.backend == "onnx":
         from service.backends.onnx import OnnxBackend
 
@@ -63,4 +102,23 @@ def build_backend(settings: Settings, spec: OnnxModelSpec) -> Backend:
         return FakeBackend(
             latency_s=settings.fake.latency_s, fail_every_n_batches=settings.fake.fail_every_n_batches
         )
-    raise BackendUnavailable(f"backend {settings.backend!r} is not implemented yet; use onnx or fake")
+    from service.backends.triton import TritonBackend
+
+    triton = settings.triton
+    return TritonBackend(
+        url=triton.url,
+        model_name=triton.selector_model if spec.role == "selector" else triton.ranker_model,
+        input_names=spec.input_names,
+        output_name=spec.output_name,
+        timeout_s=triton.timeout_s,
+        health_timeout_s=triton.health_timeout_s,
+        length_buckets=_buckets_within(triton.length_buckets, spec.max_length),
+        max_batch_pairs=triton.max_batch_pairs,
+    )
+
+
+def _buckets_within(buckets: list[int], max_length: int) -> tuple[int, ...]:
+    # Pairs never pass the model's length limit, so it is the last bucket.
+    if not buckets:
+        return ()
+    return (*(b for b in buckets if b < max_length), max_length)

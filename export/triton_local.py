@@ -1,0 +1,152 @@
+"""A real Triton Inference Server on this machine's CPU, through PyTriton, serving a model bundle.
+
+    .venv/bin/python -m export.triton_local --http-port 8010 --grpc-port 8011 [--metrics-port 8012]
+        [--model models/sugar-minilm-l6]
+
+PyTriton bundles ``tritonserver`` with only the Python backend, so each ONNX graph of the bundle
+(the ranker as model ``ranker``, the selector as ``selector`` when the bundle has one) is bound
+to a function that runs ONNX Runtime on the batch Triton's dynamic batcher has formed. The batcher
+settings are those of the ``onnxruntime`` repository that ``export.triton_repo`` writes for real
+deployments: a queue delay of a few milliseconds, preferred batch sizes, and a bounded queue that
+rejects. Stops cleanly on SIGTERM or SIGINT.
+
+PyTriton's Python-backend stub links ``libpython3.11.so``; the interpreter's own library directory
+goes first on ``LD_LIBRARY_PATH`` of the Triton process, or the stub picks up the system's (another
+3.11 patch release) and model loading fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sysconfig
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from export.triton_repo import MAX_BATCH_SIZE, MAX_QUEUE_SIZE, PREFERRED_BATCH_SIZES, QUEUE_TIMEOUT_US
+from service.model_bundle import OnnxModelSpec, load_bundle
+
+logger = logging.getLogger("export.triton_local")
+
+
+def onnx_infer_fn(spec: OnnxModelSpec, *, threads: int) -> Callable[..., dict[str, np.ndarray]]:
+    """A PyTriton inference function running ``spec``'s graph on Triton's batched int64 inputs."""
+    from pytriton.decorators import batch
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(spec.path), sess_options=options, providers=["CPUExecutionProvider"])
+
+    @batch
+    def infer(**inputs: np.ndarray) -> dict[str, np.ndarray]:
+        feeds = {name: inputs[name].astype(np.int64, copy=False) for name in spec.input_names}
+        (logits,) = session.run([spec.output_name], feeds)
+        # One logit per row, as (rows, 1): the model config's output dims are [1].
+        return {spec.output_name: np.asarray(logits, dtype=np.float32).reshape(-1, 1)}
+
+    return infer
+
+
+def bind_model(
+    triton: Any, name: str, spec: OnnxModelSpec, *, threads: int, queue_delay_us: int, queue_timeout_us: int
+) -> None:
+    """Bind one graph of the bundle as Triton model ``name`` with the repository's batcher settings."""
+    from pytriton.model_config import DynamicBatcher, ModelConfig, QueuePolicy, Tensor, TimeoutAction
+
+    batcher = DynamicBatcher(
+        max_queue_delay_microseconds=queue_delay_us,
+        preferred_batch_size=list(PREFERRED_BATCH_SIZES),
+        default_queue_policy=QueuePolicy(
+            timeout_action=TimeoutAction.REJECT,
+            default_timeout_microseconds=queue_timeout_us,
+            max_queue_size=MAX_QUEUE_SIZE,
+        ),
+    )
+    triton.bind(
+        model_name=name,
+        infer_func=onnx_infer_fn(spec, threads=threads),
+        inputs=[Tensor(name=input_name, dtype=np.int64, shape=(-1,)) for input_name in spec.input_names],
+        outputs=[Tensor(name=spec.output_name, dtype=np.float32, shape=(1,))],
+        config=ModelConfig(max_batch_size=MAX_BATCH_SIZE, batcher=batcher),
+        strict=True,
+    )
+
+
+def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    # PyTriton's serve() stops the server on KeyboardInterrupt (SIGINT); SIGTERM does the same.
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--http-port", type=int, default=8010)
+    p.add_argument("--grpc-port", type=int, default=8011)
+    p.add_argument("--metrics-port", type=int, default=None, help="Prometheus metrics port (default: off)")
+    p.add_argument("--address", default="127.0.0.1", help="address to listen on")
+    p.add_argument(
+        "--model", type=Path, default=Path("models/sugar-minilm-l6"), help="model bundle directory"
+    )
+    p.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads (0: all cores)")
+    p.add_argument(
+        "--queue-delay-us", type=int, default=2000, help="Triton's max queue delay for batch-mates"
+    )
+    p.add_argument(
+        "--queue-timeout-us",
+        type=int,
+        default=QUEUE_TIMEOUT_US,
+        help="a request queued longer is rejected (the gateway answers 429)",
+    )
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    libdir = str(sysconfig.get_config_var("LIBDIR") or "")
+    os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(
+        part for part in (libdir, os.environ.get("LD_LIBRARY_PATH")) if part
+    )
+
+    from pytriton.triton import Triton, TritonConfig
+
+    bundle = load_bundle(args.model)
+    config = TritonConfig(
+        http_address=args.address,
+        http_port=args.http_port,
+        grpc_address=args.address,
+        grpc_port=args.grpc_port,
+        allow_metrics=args.metrics_port is not None,
+        metrics_port=args.metrics_port,
+        metrics_address=args.address if args.metrics_port is not None else None,
+        exit_timeout_secs=5,
+    )
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    models = [("ranker", bundle.ranker)] + ([("selector", bundle.selector.model)] if bundle.selector else [])
+    with Triton(config=config) as triton:
+        for name, spec in models:
+            bind_model(
+                triton,
+                name,
+                spec,
+                threads=args.threads,
+                queue_delay_us=args.queue_delay_us,
+                queue_timeout_us=args.queue_timeout_us,
+            )
+        logger.info(
+            "serving %s http=%d grpc=%d metrics=%s",
+            bundle.model_id,
+            args.http_port,
+            args.grpc_port,
+            args.metrics_port,
+        )
+        triton.serve()
+    logger.info("stopped")
+
+
+if __name__ == "__main__":
+    main()

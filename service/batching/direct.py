@@ -1,0 +1,143 @@
+"""No gateway batching: each request's pairs go to a remote backend at once.
+
+A remote backend (Triton) batches requests in its own queue, so a second queue here would only
+add its wait to every request. Instead, each request's pairs are grouped by length bucket (the
+smallest of the backend's ``length_buckets`` that holds the pair), each group is padded to its
+bucket and sent as calls of at most ``max_batch_pairs`` pairs, all concurrently. Equal buckets
+make equal shapes, and only equal shapes are merged by Triton's dynamic batcher.
+
+Admission stays here: pairs in flight are bounded by ``max_in_flight_pairs`` (429 beyond it).
+Exactly one logit comes back per pair; when a call fails the whole request gets that call's
+error, logged and counted once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from service.backends.base import RemoteBackend
+from service.batching.batcher import PadFn
+from service.errors import BackendError, NotReady, Overloaded, RankerError
+from service.metrics import Metrics
+from service.tokenization import EncodedPair
+
+logger = logging.getLogger(__name__)
+
+
+def bucket_length(length: int, buckets: Sequence[int]) -> int:
+    """The smallest bucket that holds ``length`` (``length`` itself past the last or with none)."""
+    index = bisect.bisect_left(buckets, length)
+    return buckets[index] if index < len(buckets) else length
+
+
+class DirectScorer:
+    """Sends pairs to a remote backend per request: no queue, no wait."""
+
+    def __init__(
+        self,
+        *,
+        backend: RemoteBackend,
+        pad: PadFn,
+        metrics: Metrics,
+        max_in_flight_pairs: int,
+        model: str = "ranker",
+    ) -> None:
+        self.backend = backend
+        self.pad = pad
+        self.metrics = metrics
+        self.max_in_flight_pairs = max_in_flight_pairs
+        self.model = model
+        self.in_flight = 0
+        self._running = False
+
+    async def start(self) -> None:
+        """Accept work."""
+        self._running = True
+
+    async def close(self) -> None:
+        """Refuse new work (calls in flight finish or fail on their own)."""
+        self._running = False
+
+    async def score(self, pairs: Sequence[EncodedPair]) -> np.ndarray:
+        """Logits (float32, one per pair, in order).
+
+        Raises:
+            NotReady: the scorer is closed.
+            Overloaded: too many pairs in flight, or the backend's queue is full.
+            BackendError, BackendUnavailable, BackendTimeout: a backend call failed.
+        """
+        if not self._running:
+            raise NotReady(f"{self.model} scorer is not running")
+        if not pairs:
+            return np.zeros(0, dtype=np.float32)
+        if self.in_flight + len(pairs) > self.max_in_flight_pairs:
+            raise Overloaded(
+                f"{self.in_flight} pairs in flight, {len(pairs)} more would pass {self.max_in_flight_pairs}"
+            )
+        self.in_flight += len(pairs)
+        self.metrics.queue_pairs.labels(self.model).set(self.in_flight)
+        try:
+            calls = self._calls(pairs)
+            results = await asyncio.gather(*(self._call(pairs, chunk, length) for chunk, length in calls))
+        finally:
+            self.in_flight -= len(pairs)
+            self.metrics.queue_pairs.labels(self.model).set(self.in_flight)
+        logits = np.empty(len(pairs), dtype=np.float32)
+        for (chunk, _), out in zip(calls, results, strict=True):
+            logits[chunk] = out
+        return logits
+
+    def _calls(self, pairs: Sequence[EncodedPair]) -> list[tuple[list[int], int]]:
+        """(pair indices, padded length) of each backend call."""
+        buckets = self.backend.length_buckets
+        groups: dict[int, list[int]] = {}
+        if buckets:
+            for index, pair in enumerate(pairs):
+                groups.setdefault(bucket_length(len(pair), buckets), []).append(index)
+        else:  # no buckets: one group, padded to its longest pair
+            groups[max(len(p) for p in pairs)] = list(range(len(pairs)))
+        step = self.backend.max_batch_pairs
+        return [
+            (indices[start : start + step], length)
+            for length, indices in sorted(groups.items())
+            for start in range(0, len(indices), step)
+        ]
+
+    async def _call(self, pairs: Sequence[EncodedPair], chunk: list[int], length: int) -> np.ndarray:
+        # Padding a request's pairs is a few small numpy fills: cheaper here than a thread hop.
+        batch = self.pad([pairs[i] for i in chunk], pad_to=length)
+        started = time.perf_counter()
+        try:
+            out = np.asarray(await self.backend.infer(batch), dtype=np.float32).reshape(-1)
+            if out.shape[0] != len(chunk):
+                raise BackendError(
+                    f"{self.model} backend returned {out.shape[0]} logits for {len(chunk)} pairs"
+                )
+        except Exception as e:
+            expected = isinstance(e, RankerError)
+            # A translated backend error is logged by type; anything else with its traceback.
+            logger.error(
+                "backend call failed model=%s backend=%s pairs=%d error=%s",
+                self.model,
+                self.backend.name,
+                len(chunk),
+                type(e).__name__,
+                exc_info=not expected,
+            )
+            self.metrics.batch_failures.labels(self.model).inc()
+            if expected:
+                raise
+            raise BackendError(f"{self.model} backend failed on a batch") from e
+        m = self.metrics
+        padded = batch.shape[0] * batch.shape[1]
+        m.inference_duration.labels(self.backend.name, self.model).observe(time.perf_counter() - started)
+        m.batch_pairs.labels(self.model).observe(len(chunk))
+        m.batch_tokens.labels(self.model).observe(padded)
+        m.padding_ratio.labels(self.model).observe(1.0 - batch.real_tokens / max(padded, 1))
+        return out
