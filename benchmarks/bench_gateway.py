@@ -210,9 +210,13 @@ def bench_triton(
 
 
 async def load(url: str, requests: list[dict[str, Any]], clients: int) -> tuple[float, list[float]]:
-    """Pairs/s and per-request latencies (s) with ``clients`` concurrent clients."""
+    """Pairs/s and per-request latencies (s) with ``clients`` concurrent clients.
+
+    A failed request (429 from a full queue, 504...) is counted and reported, not scored.
+    """
     queue = list(reversed(requests))
     latencies: list[float] = []
+    failures: dict[int, int] = {}
     pairs = 0
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
@@ -223,13 +227,21 @@ async def load(url: str, requests: list[dict[str, Any]], clients: int) -> tuple[
                 body = queue.pop()
                 started = time.perf_counter()
                 response = await client.post("/rank", json=body)
+                if response.status_code != 200:
+                    failures[response.status_code] = failures.get(response.status_code, 0) + 1
+                    continue
                 latencies.append(time.perf_counter() - started)
-                response.raise_for_status()
                 pairs += len(body["candidates"])
 
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(clients)))
-        return pairs / (time.perf_counter() - started), latencies
+        elapsed = time.perf_counter() - started
+    if failures:
+        print(
+            f"{url} with {clients} clients: {sum(failures.values())} requests failed {failures}",
+            file=sys.stderr,
+        )
+    return pairs / elapsed, latencies or [float("nan")]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -303,15 +315,16 @@ def main() -> None:
 
 def print_side_by_side(columns: dict[str, list[tuple[int, float, list[float]]]]) -> None:
     """pairs/s, p50 and p99 (ms) per backend column, one row per concurrency level."""
+    widths = {name: max(28, len(name)) for name in columns}
     print("\nembedded vs Triton over HTTP (gateway -> backend, same inputs)")
-    header = f"{'clients':>7}" + "".join(f" | {name:^28}" for name in columns)
-    print(header)
-    print(f"{'':>7}" + "".join(f" | {'pairs/s':>9} {'p50 ms':>8} {'p99 ms':>8}" for _ in columns))
+    print(f"{'clients':>7}" + "".join(f" | {name:^{widths[name]}}" for name in columns))
+    print(f"{'':>7}" + "".join(f" | {'pairs/s   p50 ms   p99 ms':>{widths[name]}}" for name in columns))
     for i, (clients, _, _) in enumerate(next(iter(columns.values()))):
-        cells = "".join(
-            f" | {rate:>9.1f} {pct(lat, 50):>8.1f} {pct(lat, 99):>8.1f}"
-            for _, rate, lat in (c[i] for c in columns.values())
-        )
+        cells = ""
+        for name, rows in columns.items():
+            _, rate, latencies = rows[i]
+            cell = f"{rate:>9.1f} {pct(latencies, 50):>8.1f} {pct(latencies, 99):>8.1f}"
+            cells += f" | {cell:>{widths[name]}}"
         print(f"{clients:>7}{cells}")
 
 

@@ -3,9 +3,11 @@
     python -m export --run runs/sugar --out models/sugar-minilm-l6
 
 Builds under ``--build`` (not committed): fp32 ONNX of ranker and selector, the ORT-optimised
-fp32 graph, an fp16 graph for GPU, dynamic and static int8. Checks parity with PyTorch, batch
-invariance and speed side by side, writes ``export_report.json``, and copies the serving
-variants (static int8 ranker and selector, tokenizer) with ``metadata.json`` into ``--out``.
+fp32 graph, an fp16 graph for GPU, dynamic (per-channel) and static int8. Measures parity with
+PyTorch, batch invariance, speed and dev accuracy side by side and writes them to
+``export_report.json``; copies the serving variants (dynamic int8 ranker and selector, run one
+pair per call) and the tokenizer into ``--out`` with ``metadata.json``; then re-fits calibration
+and thresholds on the dev split with those very graphs (``export/recalibrate.py``).
 """
 
 from __future__ import annotations
@@ -18,11 +20,16 @@ from pathlib import Path
 import numpy as np
 
 from export import checks, onnx_graph, quantize
-from export.bundle import write_bundle
+from export.bundle import write_bundle, write_card
+from export.recalibrate import recalibrate
 from service.calibration import Calibrator
 from service.tokenization import PairEncoder
 from training.ranker import ranking_metrics
 from training.sugar import load_sugar, select
+
+#: Pairs per call the shipped (dynamic int8) graphs need for batch-invariant scores.
+SERVING_SUB_BATCH_PAIRS = 1
+SERVING_PRECISION = "int8 (dynamic, per-channel weights; run one pair per call)"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -36,9 +43,52 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--calibration-examples", type=int, default=120, help="dev examples for static int8 ranges"
     )
-    p.add_argument("--static-method", choices=("minmax", "percentile", "entropy"), default="minmax")
     p.add_argument("--check-pairs", type=int, default=96, help="pairs for the parity and invariance checks")
     return p.parse_args(argv)
+
+
+def build_graphs(run: Path, build: Path, calibration_batches: list) -> dict[str, Path]:
+    """Every ONNX variant of the ranker, and the selector's fp32 and serving graphs."""
+    paths = {
+        "fp32": onnx_graph.export_fp32(run / "ranker", build / "ranker.fp32.onnx"),
+        "selector_fp32": onnx_graph.export_fp32(run / "selector", build / "selector.fp32.onnx"),
+    }
+    paths["optimized"] = onnx_graph.optimize(
+        paths["fp32"], build / "ranker.opt.onnx", checkpoint=run / "ranker"
+    )
+    paths["fp16"] = onnx_graph.to_fp16(paths["fp32"], build / "ranker.fp16.onnx", checkpoint=run / "ranker")
+    paths["int8_dynamic"] = quantize.dynamic_int8(paths["fp32"], build / "ranker.int8-dynamic.onnx")
+    paths["int8_static"] = quantize.static_int8(
+        paths["fp32"],
+        build / "ranker.int8-static.onnx",
+        calibration_batches=calibration_batches,
+        input_names=onnx_graph.INPUT_NAMES,
+        work_dir=build / "tmp-ranker",
+    )
+    paths["selector_int8_dynamic"] = quantize.dynamic_int8(
+        paths["selector_fp32"], build / "selector.int8-dynamic.onnx"
+    )
+    return paths
+
+
+def measure_variant(
+    path: Path, encoder: PairEncoder, pairs, fp32_logits, calibrator, dev, dev_flat, served_batch
+):
+    """Size, error against fp32, batch (in)variance, speed and dev accuracy of one graph."""
+    sess = checks.session(path)
+    logits = checks.score(sess, encoder, pairs, batch_size=served_batch)
+    dev_scores = np.split(checks.score(sess, encoder, dev_flat, batch_size=served_batch), len(dev))
+    return {
+        "file_mb": round(path.stat().st_size / 2**20, 1),
+        "served_pairs_per_call": served_batch,
+        "max_abs_logit_vs_fp32": float(np.max(np.abs(logits - fp32_logits))),
+        "mean_abs_logit_vs_fp32": float(np.mean(np.abs(logits - fp32_logits))),
+        "batch_invariance_in_batches_of_16": checks.batch_invariance(sess, encoder, pairs, calibrator),
+        "pairs_per_s": {
+            f"batch_{b}": round(checks.throughput(sess, encoder, pairs, batch_size=b), 1) for b in (1, 8, 32)
+        },
+        "dev_u+S1": ranking_metrics(dev_scores, dev),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -55,8 +105,6 @@ def main(argv: list[str] | None = None) -> dict:
     ranker_enc = PairEncoder.from_file(run / "ranker", max_length=config["max_length"])
     selector_enc = PairEncoder.from_file(run / "ranker", max_length=calibration["selector"]["max_length"])
 
-    # Inputs for the checks: dev requests with all statements and with the gold ones, so
-    # lengths vary as they do in traffic.
     def ranker_pairs(examples, setting):
         return [
             p
@@ -64,49 +112,22 @@ def main(argv: list[str] | None = None) -> dict:
             for p in ranker_enc.encode_request(e.turns, e.statements_for(setting), e.candidates)
         ]
 
+    # Check inputs: dev requests with all statements and with the gold ones, so lengths vary.
     check_pairs = (ranker_pairs(dev[:40], "u+S") + ranker_pairs(dev[40:80], "u+S1"))[: args.check_pairs]
     selector_pairs = [
         p for e in dev[:20] for p in selector_enc.encode_request(e.turns, [], list(e.statements))
     ]
-    calib_examples = dev[-args.calibration_examples :]
-    ranker_calib = [
-        ranker_enc.pad(ranker_pairs(calib_examples[i : i + 4], setting))
-        for i in range(0, len(calib_examples), 4)
-        for setting in ("u+S", "u+S1")
+    calib = dev[-args.calibration_examples :]
+    calibration_batches = [
+        ranker_enc.pad(ranker_pairs(calib[i : i + 4], s))
+        for i in range(0, len(calib), 4)
+        for s in ("u+S", "u+S1")
     ]
-    selector_calib = [
-        selector_enc.pad(selector_enc.encode_request(e.turns, [], list(e.statements))) for e in calib_examples
-    ]
+    dev_flat = ranker_pairs(dev, "u+S1")
 
-    report: dict = {"ranker": {}, "selector": {}}
     started = time.time()
-    paths = {
-        "fp32": onnx_graph.export_fp32(run / "ranker", build / "ranker.fp32.onnx"),
-        "selector_fp32": onnx_graph.export_fp32(run / "selector", build / "selector.fp32.onnx"),
-    }
-    paths["optimized"] = onnx_graph.optimize(
-        paths["fp32"], build / "ranker.opt.onnx", checkpoint=run / "ranker"
-    )
-    paths["fp16"] = onnx_graph.to_fp16(paths["fp32"], build / "ranker.fp16.onnx", checkpoint=run / "ranker")
-    paths["int8_dynamic"] = quantize.dynamic_int8(paths["fp32"], build / "ranker.int8-dynamic.onnx")
-    paths["int8_static"] = quantize.static_int8(
-        paths["fp32"],
-        build / "ranker.int8-static.onnx",
-        calibration_batches=ranker_calib,
-        input_names=onnx_graph.INPUT_NAMES,
-        work_dir=build / "tmp-ranker",
-        method=args.static_method,
-    )
-    paths["selector_int8_static"] = quantize.static_int8(
-        paths["selector_fp32"],
-        build / "selector.int8-static.onnx",
-        calibration_batches=selector_calib,
-        input_names=onnx_graph.INPUT_NAMES,
-        work_dir=build / "tmp-selector",
-        method=args.static_method,
-    )
-    report["build_seconds"] = round(time.time() - started, 1)
-
+    paths = build_graphs(run, build, calibration_batches)
+    report: dict = {"build_seconds": round(time.time() - started, 1), "ranker": {}, "selector": {}}
     report["ranker"]["torch_parity_max_abs_logit"] = checks.torch_parity(
         run / "ranker", paths["fp32"], ranker_enc, check_pairs
     )
@@ -114,51 +135,49 @@ def main(argv: list[str] | None = None) -> dict:
         run / "selector", paths["selector_fp32"], selector_enc, selector_pairs[: args.check_pairs]
     )
     fp32_logits = checks.score(checks.session(paths["fp32"]), ranker_enc, check_pairs)
-    dev_gold = [ranker_enc.encode_request(e.turns, e.statements_for("u+S1"), e.candidates) for e in dev]
-    dev_flat = [p for pairs in dev_gold for p in pairs]
-    for variant in ("fp32", "optimized", "int8_dynamic", "int8_static"):
-        sess = checks.session(paths[variant])
-        logits = checks.score(sess, ranker_enc, check_pairs)
-        dev_scores = np.split(checks.score(sess, ranker_enc, dev_flat), len(dev))
-        report["ranker"][variant] = {
-            "file_mb": round(paths[variant].stat().st_size / 2**20, 1),
-            "max_abs_logit_vs_fp32": float(np.max(np.abs(logits - fp32_logits))),
-            "batch_invariance": checks.batch_invariance(sess, ranker_enc, check_pairs, ranker_cal),
-            "pairs_per_s": {
-                f"batch_{b}": round(checks.throughput(sess, ranker_enc, check_pairs, batch_size=b), 1)
-                for b in (8, 32)
-            },
-            "dev_u+S1": ranking_metrics(dev_scores, dev),
-        }
-        print(variant, json.dumps(report["ranker"][variant]))
+    for variant in ("fp32", "optimized", "int8_static", "int8_dynamic"):
+        served = SERVING_SUB_BATCH_PAIRS if variant == "int8_dynamic" else 16
+        report["ranker"][variant] = measure_variant(
+            paths[variant], ranker_enc, check_pairs, fp32_logits, ranker_cal, dev, dev_flat, served
+        )
+        print(variant, json.dumps(report["ranker"][variant]), flush=True)
     sel_fp32 = checks.score(checks.session(paths["selector_fp32"]), selector_enc, selector_pairs)
-    sel_sess = checks.session(paths["selector_int8_static"])
-    sel_int8 = checks.score(sel_sess, selector_enc, selector_pairs)
-    report["selector"]["int8_static"] = {
-        "file_mb": round(paths["selector_int8_static"].stat().st_size / 2**20, 1),
+    sel_int8 = checks.score(
+        checks.session(paths["selector_int8_dynamic"]), selector_enc, selector_pairs, batch_size=1
+    )
+    report["selector"]["int8_dynamic"] = {
+        "file_mb": round(paths["selector_int8_dynamic"].stat().st_size / 2**20, 1),
         "max_abs_prob_vs_fp32": float(np.max(np.abs(selector_cal(sel_int8) - selector_cal(sel_fp32)))),
-        "batch_invariance": checks.batch_invariance(sel_sess, selector_enc, selector_pairs, selector_cal),
+        "mean_abs_prob_vs_fp32": float(np.mean(np.abs(selector_cal(sel_int8) - selector_cal(sel_fp32)))),
     }
-    print("selector", json.dumps(report["selector"]))
+    print("selector", json.dumps(report["selector"]), flush=True)
     (build / "export_report.json").write_text(json.dumps(report, indent=2))
 
-    training_metrics = json.loads((run / "metrics.json").read_text())
+    out = Path(args.out)
     write_bundle(
-        Path(args.out),
+        out,
         name=args.name,
         version=args.version,
-        ranker_onnx=paths["int8_static"],
-        ranker_precision="int8 (static, per-channel weights, QDQ)",
-        selector_onnx=paths["selector_int8_static"],
-        selector_precision="int8 (static, per-channel weights, QDQ)",
+        ranker_onnx=paths["int8_dynamic"],
+        ranker_precision=SERVING_PRECISION,
+        selector_onnx=paths["selector_int8_dynamic"],
+        selector_precision=SERVING_PRECISION,
         tokenizer=run / "ranker" / "tokenizer.json",
         run_config=config,
         calibration=calibration,
         split=split,
-        metrics={"dev (training run, u+S via selector)": training_metrics["dev"]},
+        metrics={
+            "dev (training run, PyTorch fp32, u+S via selector)": json.loads(
+                (run / "metrics.json").read_text()
+            )["dev"]
+        },
         export_report=report,
+        serving={"sub_batch_pairs": SERVING_SUB_BATCH_PAIRS},
     )
-    print(f"wrote {args.out}")
+    dev_metrics = recalibrate(out, dev)
+    write_card(out, json.loads((out / "metadata.json").read_text()))
+    print("dev (shipped graphs):", json.dumps(dev_metrics), flush=True)
+    print(f"wrote {out}")
     return report
 
 

@@ -75,6 +75,7 @@ def write_bundle(
     split: dict[str, Any],
     metrics: dict[str, Any],
     export_report: dict[str, Any],
+    serving: dict[str, Any] | None = None,
 ) -> Path:
     """Create (or replace) the model directory ``out``."""
     out.mkdir(parents=True, exist_ok=True)
@@ -91,6 +92,7 @@ def write_bundle(
         "task": "situated response ranking (cross-encoder, one logit per pair)",
         "max_length": int(run_config["max_length"]),
         "tokenizer": "tokenizer.json",
+        "serving": serving or {},
         "ranker": {
             "file": ranker_file,
             "precision": ranker_precision,

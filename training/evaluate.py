@@ -69,23 +69,24 @@ class Evaluator:
         self.selector = session(bundle.selector.model.path, threads=threads) if bundle.selector else None
         self.selector_encoder = bundle.selector_encoder()
 
-    def selected(self, examples: Sequence[SugarExample], setting: str) -> list[list[int]]:
-        """Indices of the statements the selector keeps, per example."""
-        assert self.selector is not None and self.selector_encoder is not None and self.bundle.selector
-        spec = self.bundle.selector
+    def selector_logits(self, examples: Sequence[SugarExample], setting: str) -> list[np.ndarray]:
+        """The selector's logits for the statements given in ``setting``, per example."""
+        assert self.selector is not None and self.selector_encoder is not None
         per_example = [
             self.selector_encoder.encode_request(e.turns, [], e.statements_for(setting)) for e in examples
         ]
         flat = [p for pairs in per_example for p in pairs]
-        relevance = spec.calibration(
-            score(self.selector, self.selector_encoder, flat, batch_size=self.batch_size)
-        )
-        out, start = [], 0
-        for pairs in per_example:
-            probs = relevance[start : start + len(pairs)]
-            out.append(choose_statements(probs, threshold=spec.threshold, min_keep=spec.min_keep))
-            start += len(pairs)
-        return out
+        logits = score(self.selector, self.selector_encoder, flat, batch_size=self.batch_size)
+        return np.split(logits, np.cumsum([len(x) for x in per_example])[:-1])
+
+    def selected(self, examples: Sequence[SugarExample], setting: str) -> list[list[int]]:
+        """Indices of the statements the selector keeps, per example."""
+        spec = self.bundle.selector
+        assert spec is not None
+        return [
+            choose_statements(spec.calibration(z), threshold=spec.threshold, min_keep=spec.min_keep)
+            for z in self.selector_logits(examples, setting)
+        ]
 
     def logits(
         self, examples: Sequence[SugarExample], statements: Sequence[Sequence[str]]
