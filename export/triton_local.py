@@ -36,8 +36,15 @@ from service.model_bundle import OnnxModelSpec, load_bundle
 logger = logging.getLogger("export.triton_local")
 
 
-def onnx_infer_fn(spec: OnnxModelSpec, *, threads: int) -> Callable[..., dict[str, np.ndarray]]:
-    """A PyTriton inference function running ``spec``'s graph on Triton's batched int64 inputs."""
+def onnx_infer_fn(
+    spec: OnnxModelSpec, *, threads: int, rows_per_call: int | None = None
+) -> Callable[..., dict[str, np.ndarray]]:
+    """A PyTriton inference function running ``spec``'s graph on Triton's batched int64 inputs.
+
+    With ``rows_per_call`` (the bundle's ``serving.sub_batch_pairs``, 1 for dynamic int8) the
+    batch Triton formed is run that many rows at a time, each cut to its real length, so a
+    pair's score matches the embedded backend's whatever Triton merged it with or padded it to.
+    """
     from pytriton.decorators import batch
 
     options = ort.SessionOptions()
@@ -45,18 +52,38 @@ def onnx_infer_fn(spec: OnnxModelSpec, *, threads: int) -> Callable[..., dict[st
     options.inter_op_num_threads = 1
     session = ort.InferenceSession(str(spec.path), sess_options=options, providers=["CPUExecutionProvider"])
 
+    def run(feeds: dict[str, np.ndarray]) -> np.ndarray:
+        (logits,) = session.run([spec.output_name], feeds)
+        return np.asarray(logits, dtype=np.float32).reshape(-1)
+
     @batch
     def infer(**inputs: np.ndarray) -> dict[str, np.ndarray]:
         feeds = {name: inputs[name].astype(np.int64, copy=False) for name in spec.input_names}
-        (logits,) = session.run([spec.output_name], feeds)
+        if rows_per_call is None:
+            logits = run(feeds)
+        else:
+            mask = feeds["attention_mask"]
+            parts = []
+            for start in range(0, mask.shape[0], rows_per_call):
+                rows = slice(start, start + rows_per_call)
+                length = int(mask[rows].sum(axis=1).max())  # drop the bucket padding
+                parts.append(run({name: array[rows, :length] for name, array in feeds.items()}))
+            logits = np.concatenate(parts)
         # One logit per row, as (rows, 1): the model config's output dims are [1].
-        return {spec.output_name: np.asarray(logits, dtype=np.float32).reshape(-1, 1)}
+        return {spec.output_name: logits.reshape(-1, 1)}
 
     return infer
 
 
 def bind_model(
-    triton: Any, name: str, spec: OnnxModelSpec, *, threads: int, queue_delay_us: int, queue_timeout_us: int
+    triton: Any,
+    name: str,
+    spec: OnnxModelSpec,
+    *,
+    threads: int,
+    queue_delay_us: int,
+    queue_timeout_us: int,
+    rows_per_call: int | None = None,
 ) -> None:
     """Bind one graph of the bundle as Triton model ``name`` with the repository's batcher settings."""
     from pytriton.model_config import DynamicBatcher, ModelConfig, QueuePolicy, Tensor, TimeoutAction
@@ -72,7 +99,7 @@ def bind_model(
     )
     triton.bind(
         model_name=name,
-        infer_func=onnx_infer_fn(spec, threads=threads),
+        infer_func=onnx_infer_fn(spec, threads=threads, rows_per_call=rows_per_call),
         inputs=[Tensor(name=input_name, dtype=np.int64, shape=(-1,)) for input_name in spec.input_names],
         outputs=[Tensor(name=spec.output_name, dtype=np.float32, shape=(1,))],
         config=ModelConfig(max_batch_size=MAX_BATCH_SIZE, batcher=batcher),
@@ -136,6 +163,7 @@ def main(argv: list[str] | None = None) -> None:
                 threads=args.threads,
                 queue_delay_us=args.queue_delay_us,
                 queue_timeout_us=args.queue_timeout_us,
+                rows_per_call=bundle.serving_sub_batch_pairs,
             )
         logger.info(
             "serving %s http=%d grpc=%d metrics=%s",

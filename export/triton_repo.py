@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,6 +53,8 @@ MAX_QUEUE_SIZE = 256
 DEFAULT_BUCKETS = (32, 64, 96, 128, 160, 192, 224, 256)
 #: Where the container keeps TensorRT engines, so a restart does not rebuild them.
 TRT_CACHE_DIR = "/models/.trt-cache"
+
+logger = logging.getLogger("export.triton_repo")
 
 
 @dataclass(frozen=True)
@@ -163,6 +166,17 @@ def write_repository(
         models.append(("selector", bundle.selector.model))
     written = []
     for name, bundle_spec in models:
+        if name not in options.graphs and bundle.serving_sub_batch_pairs:
+            # Triton's onnxruntime backend runs whole batches; a dynamically quantised graph then
+            # scores a pair differently with different batch-mates.
+            logger.warning(
+                "%s: the bundle's graph must run %d pair(s) per call; Triton will batch it. Ship the "
+                "fp32 (CPU) or fp16 (GPU) graph of the export build with --%s-onnx for batch-invariant "
+                "scores",
+                name,
+                bundle.serving_sub_batch_pairs,
+                name,
+            )
         spec = dataclasses.replace(bundle_spec, path=Path(options.graphs.get(name, bundle_spec.path)))
         model_dir = Path(out) / name
         (model_dir / "1").mkdir(parents=True, exist_ok=True)
