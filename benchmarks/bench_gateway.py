@@ -66,7 +66,16 @@ def make_requests(count: int, seed: int = 0) -> list[dict[str, Any]]:
     for _ in range(count):
         user, statements = rng.choice(examples)
         k = rng.randint(3, 10)
-        requests.append({"context": user, "situations": statements, "candidates": rng.sample(replies, k)})
+        # Selection off: the service ranks exactly the pairs the raw session runs (--selection adds
+        # a column with it on).
+        requests.append(
+            {
+                "context": user,
+                "situations": statements,
+                "candidates": rng.sample(replies, k),
+                "select_statements": False,
+            }
+        )
     return requests
 
 
@@ -260,6 +269,11 @@ def main() -> None:
     parser.add_argument("--lone", type=int, default=100, help="lone 3-candidate requests")
     parser.add_argument("--triton", action="store_true", help="add gateway -> Triton columns")
     parser.add_argument(
+        "--selection",
+        action="store_true",
+        help="add a column with statement selection on (the selector runs, the ranker sees fewer statements)",
+    )
+    parser.add_argument(
         "--triton-buckets",
         action="append",
         help="a --triton.length-buckets value (e.g. 32,64,128,256 or '[]'); repeat for more columns",
@@ -285,8 +299,17 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
-    # After the embedded server has stopped: the two never compete for the CPU.
-    triton_columns = bench_triton(args, requests, concurrency) if args.triton else {}
+    # Each server runs after the previous one has stopped: they never compete for the CPU.
+    columns: dict[str, list[tuple[int, float, list[float]]]] = {}
+    if args.selection:
+        selecting = [{**r, "select_statements": True} for r in requests]
+        columns["embedded, selection on"], server, _ = bench_service(
+            args.model, args.threads, args.server_args, selecting, concurrency
+        )
+        server.terminate()
+        server.wait(timeout=30)
+    if args.triton:
+        columns.update(bench_triton(args, requests, concurrency))
 
     print(
         f"\nmodel {bundle.model_id}  pairs {len(pairs)}  mean tokens/pair {mean_tokens:.0f}  "
@@ -309,8 +332,8 @@ def main() -> None:
     at16 = next((rate for clients, rate, _ in rows if clients == 16), None)
     if at16 is not None:
         print(f"16 clients: {at16 / best:.0%} of the raw session's best pairs/s (target >= 80%)")
-    if triton_columns:
-        print_side_by_side({"embedded": rows, **triton_columns})
+    if columns:
+        print_side_by_side({"embedded": rows, **columns})
 
 
 def print_side_by_side(columns: dict[str, list[tuple[int, float, list[float]]]]) -> None:
