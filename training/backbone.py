@@ -87,3 +87,14 @@ def make_optimizer(model: torch.nn.Module, *, lr: float, total_steps: int, warmu
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
 
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def optimizer_step(
+    model: torch.nn.Module, optimizer, schedule, loss: torch.Tensor, *, max_grad_norm: float = 1.0
+):
+    """Backpropagate ``loss``, clip gradients, step the optimiser and the schedule, clear gradients."""
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+    optimizer.step()
+    schedule.step()
+    optimizer.zero_grad()

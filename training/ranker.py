@@ -21,7 +21,14 @@ from tqdm.auto import tqdm
 
 from service.tokenization import EncodedPair, PairEncoder
 from training import metrics
-from training.backbone import chunks, load_cross_encoder, make_optimizer, score_pairs, to_tensors
+from training.backbone import (
+    chunks,
+    load_cross_encoder,
+    make_optimizer,
+    optimizer_step,
+    score_pairs,
+    to_tensors,
+)
 from training.sugar import SugarExample
 
 
@@ -127,11 +134,7 @@ def train_ranker(
             )
             labels = torch.tensor([e.labels for e in batch], dtype=torch.float32, device=logits.device)
             loss = listwise_loss(logits, labels, tau=tau, pointwise_weight=pointwise_weight)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad()
+            optimizer_step(model, optimizer, schedule, loss)
             bar.update(1)
             bar.set_postfix(epoch=epoch + 1, loss=f"{loss.item():.3f}")
             step += 1

@@ -16,7 +16,14 @@ import torch
 from tqdm.auto import tqdm
 
 from service.tokenization import EncodedPair, PairEncoder
-from training.backbone import chunks, load_cross_encoder, make_optimizer, score_pairs, to_tensors
+from training.backbone import (
+    chunks,
+    load_cross_encoder,
+    make_optimizer,
+    optimizer_step,
+    score_pairs,
+    to_tensors,
+)
 from training.sugar import SugarExample
 
 
@@ -73,11 +80,7 @@ def train_selector(
             logits = model(**to_tensors(encoder, [train.pairs[i] for i in idx])).logits.squeeze(-1)
             target = torch.from_numpy(train.labels[list(idx)]).to(logits.device)
             loss = loss_fn(logits, target)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad()
+            optimizer_step(model, optimizer, schedule, loss)
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}")
     bar.close()

@@ -114,7 +114,10 @@ class Batcher:
         oldest = self.queue.oldest_enqueued_at()
         if oldest is None:
             return []
-        deadline = oldest + self.settings.max_wait_s
+        # Waiting for batch-mates pays only when the backend runs pairs together; a model run
+        # one pair per call gains nothing from it, so its batches close at once.
+        max_wait_s = 0.0 if self.settings.sub_batch_pairs == 1 else self.settings.max_wait_s
+        deadline = oldest + max_wait_s
         while not self._is_full():
             remaining = deadline - time.perf_counter()
             if remaining <= 0:

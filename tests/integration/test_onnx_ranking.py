@@ -56,13 +56,20 @@ async def test_the_real_model_ranks_a_situated_request(model_dir: Path) -> None:
     async with serve_in_process(create_app(settings(model_dir))) as client:
         ready = await client.get("/readyz")
         response = await client.post("/rank", json=SUGAR_LIKE[0])
+        unselected = await client.post("/rank", json={**SUGAR_LIKE[0], "select_statements": False})
     assert ready.status_code == 200
     body = response.json()
     assert response.status_code == 200, body
     meta = json.loads((model_dir / "metadata.json").read_text())
     assert body["model"] == f"{meta['name']}@{meta['version']}"
-    assert len(body["ranking"]) == 3 and body["statements_used"] == [0, 1, 2]
+    assert len(body["ranking"]) == 3
     assert all(0.0 <= r["score"] <= 1.0 for r in body["ranking"])
+    used = body["statements_used"]
+    if meta.get("selector"):  # most relevant first, each statement at most once, never none
+        assert used and len(set(used)) == len(used) and set(used) <= {0, 1, 2}
+    else:
+        assert used == [0, 1, 2]
+    assert unselected.json()["statements_used"] == [0, 1, 2]
 
 
 async def test_a_candidate_scores_the_same_alone_and_inside_a_mixed_concurrent_batch(model_dir: Path) -> None:
