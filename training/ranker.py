@@ -39,10 +39,21 @@ class Augmentation:
     drop_gold: float = 0.1
     add_distractor: float = 0.15
     all_statements: float = 0.1
+    #: With cross-fitted selections: how often a list uses them instead of noisy gold statements.
+    selector_output: float = 0.7
 
 
-def training_statements(example: SugarExample, rng: random.Random, aug: Augmentation) -> list[str]:
-    """A noisy version of the statements a good selector would pass for this example."""
+def training_statements(
+    example: SugarExample, rng: random.Random, aug: Augmentation, selected: Sequence[str] | None = None
+) -> list[str]:
+    """The statements of one training list.
+
+    ``selected`` are the statements an out-of-fold selector kept for this example, most relevant
+    first, as the service will pass them; used with probability ``aug.selector_output``.
+    Otherwise a noisy version of the gold statements, shuffled.
+    """
+    if selected is not None and rng.random() < aug.selector_output:
+        return list(selected)
     if rng.random() < aug.all_statements:
         chosen = list(example.statements)
     else:
@@ -111,6 +122,7 @@ def train_ranker(
     seed: int,
     aug: Augmentation,
     max_steps: int | None = None,
+    selections: dict[int, list[str]] | None = None,
 ) -> tuple[torch.nn.Module, list[dict]]:
     """Fine-tune with early stopping on dev nDCG@3; returns the best model and per-epoch history."""
     model = load_cross_encoder(backbone)
@@ -128,7 +140,11 @@ def train_ranker(
         rng.shuffle(order)
         for idx in chunks(order, batch_examples):
             batch = [train[i] for i in idx]
-            lists = encode_lists(encoder, batch, [training_statements(e, rng, aug) for e in batch])
+            statements = [
+                training_statements(e, rng, aug, selections.get(e.index) if selections else None)
+                for e in batch
+            ]
+            lists = encode_lists(encoder, batch, statements)
             logits = model(**to_tensors(encoder, [p for pairs in lists for p in pairs])).logits.view(
                 len(batch), -1
             )

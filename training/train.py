@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from service.calibration import sigmoid
+from service.calibration import Calibrator, sigmoid
 from service.selection import choose_statements
 from service.tokenization import PairEncoder
 from training import calibrate, metrics
@@ -60,6 +60,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--max-steps", type=int, default=None, help="stop the ranker after N steps (smoke runs)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument(
+        "--crossfit-selections",
+        action="store_true",
+        help="train the ranker on out-of-fold selector output (two half-selectors) as well as noisy gold",
+    )
     p.add_argument(
         "--selector-from",
         default=None,
@@ -120,6 +125,10 @@ def main(argv: list[str] | None = None) -> dict:
     def statements(threshold: float) -> list[list[str]]:
         return [[e.statements[i] for i in idx] for e, idx in zip(dev, selected(threshold), strict=True)]
 
+    selections = None
+    if args.crossfit_selections:
+        selections = crossfit_selections(args, backbone, selector_enc, train, sel_threshold)
+
     # 2. Ranker, early-stopped on dev nDCG@3 with the selector's statements (the serving path).
     aug = Augmentation()
     ranker, history = train_ranker(
@@ -137,6 +146,7 @@ def main(argv: list[str] | None = None) -> dict:
         seed=args.seed,
         aug=aug,
         max_steps=args.max_steps,
+        selections=selections,
     )
 
     # 3. Selector threshold end to end: the one that ranks dev best, F1-optimal on ties.
@@ -153,7 +163,14 @@ def main(argv: list[str] | None = None) -> dict:
     dev_scores = score_lists(ranker, ranker_enc, encode_lists(ranker_enc, dev, statements(sel_threshold)))
     logits = np.concatenate(dev_scores)
     outcomes = np.asarray([int(y >= 1) for e in dev for y in e.labels])
-    maps = {m: calibrate.fit(m, logits, outcomes) for m in ("platt", "isotonic")}
+    maps = {"isotonic": calibrate.fit("isotonic", logits, outcomes)}
+    try:
+        maps["platt"] = calibrate.fit("platt", logits, outcomes)
+    except ValueError as e:
+        # Only an undertrained ranker (a smoke run) gets here; export re-fits on the shipped graphs
+        # and refuses a model whose logits do not order the classes.
+        print(f"WARNING: {e}; the run keeps the identity map")
+        maps["platt"] = Calibrator.identity()
     calibrator = maps[args.calibration]
     probs = [calibrator(s) for s in dev_scores]
     threshold, abstain_acc = metrics.best_abstention_threshold(probs, [e.labels for e in dev])
@@ -202,6 +219,40 @@ def main(argv: list[str] | None = None) -> dict:
     )
     print(json.dumps({"dev": dev_metrics, "train_seconds": result["train_seconds"]}, indent=2))
     return result
+
+
+def crossfit_selections(
+    args, backbone: str, encoder: PairEncoder, train, threshold: float
+) -> dict[int, list[str]]:
+    """Statements an out-of-fold selector keeps for each training example, most relevant first.
+
+    Two selectors, each trained on half of the training split, select for the other half, so the
+    ranker trains on the kind of mistakes the shipped selector makes on unseen requests.
+    """
+    folds = [train[0::2], train[1::2]]
+    selections: dict[int, list[str]] = {}
+    for k, fold in enumerate(folds):
+        other = folds[1 - k]
+        model = train_selector(
+            backbone,
+            encoder,
+            encode_selector_data(encoder, other),
+            epochs=args.selector_epochs,
+            lr=args.selector_lr,
+            batch_size=args.selector_batch,
+            seed=args.seed + k + 1,
+        )
+        logits = selector_logits(model, encoder, fold, "u+S")
+        gold = [[int(i in e.gold) for i in range(len(e.statements))] for e in fold]
+        cal = calibrate.fit_platt(np.concatenate(logits), np.concatenate(gold))
+        for e, z in zip(fold, logits, strict=True):
+            kept = choose_statements(cal(z), threshold=threshold, min_keep=1)
+            selections[e.index] = [e.statements[i] for i in kept]
+    quality = precision_recall(
+        [[e.statements.index(s) for s in selections[e.index]] for e in train], [e.gold for e in train]
+    )
+    print(f"cross-fitted selections on train: {quality}")
+    return selections
 
 
 if __name__ == "__main__":
