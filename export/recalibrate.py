@@ -25,7 +25,7 @@ from service.selection import choose_statements
 from training import calibrate, metrics
 from training.evaluate import Evaluator
 from training.ranker import ranking_metrics
-from training.selector import precision_recall
+from training.selector import fit_relevance_calibration, precision_recall
 from training.sugar import SugarExample
 
 SELECTOR_THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7)
@@ -39,8 +39,7 @@ def recalibrate(model_dir: Path, dev: Sequence[SugarExample], *, method: str = "
     min_keep = bundle.selector.min_keep
 
     selector_logits = evaluator.selector_logits(dev, "u+S")
-    gold = [[int(i in e.gold) for i in range(len(e.statements))] for e in dev]
-    selector_cal = calibrate.fit_platt(np.concatenate(selector_logits), np.concatenate(gold))
+    selector_cal = fit_relevance_calibration(selector_logits, dev)
     relevance = [selector_cal(z) for z in selector_logits]
 
     def kept(threshold: float) -> list[list[int]]:

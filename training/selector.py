@@ -101,6 +101,14 @@ def selector_logits(
     return out
 
 
+def fit_relevance_calibration(logits: Sequence[np.ndarray], examples: Sequence[SugarExample]):
+    """Platt map from the selector's logits on the 12 statements of each example to P(gold)."""
+    from training.calibrate import fit_platt
+
+    gold = [[int(i in e.gold) for i in range(len(e.statements))] for e in examples]
+    return fit_platt(np.concatenate(logits), np.concatenate(gold))
+
+
 def precision_recall(selected: Sequence[Sequence[int]], gold: Sequence[Sequence[int]]) -> dict[str, float]:
     """Micro-averaged selection precision, recall and F1 against the gold indices."""
     tp = sum(len(set(s) & set(g)) for s, g in zip(selected, gold, strict=True))

@@ -28,6 +28,7 @@ from training.backbone import backbone_dir, load_cross_encoder, seed_everything
 from training.ranker import Augmentation, encode_lists, ranking_metrics, score_lists, train_ranker
 from training.selector import (
     encode_selector_data,
+    fit_relevance_calibration,
     precision_recall,
     selector_logits,
     train_selector,
@@ -100,18 +101,9 @@ def main(argv: list[str] | None = None) -> dict:
     if args.selector_from:
         sel_model = load_cross_encoder(Path(args.selector_from) / "selector")
     else:
-        sel_model = train_selector(
-            backbone,
-            selector_enc,
-            encode_selector_data(selector_enc, train),
-            epochs=args.selector_epochs,
-            lr=args.selector_lr,
-            batch_size=args.selector_batch,
-            seed=args.seed,
-        )
+        sel_model = fit_selector(args, backbone, selector_enc, train, seed=args.seed)
     dev_sel_logits = selector_logits(sel_model, selector_enc, dev, "u+S")
-    gold_flags = [[int(i in e.gold) for i in range(len(e.statements))] for e in dev]
-    sel_cal = calibrate.fit_platt(np.concatenate(dev_sel_logits), np.concatenate(gold_flags))
+    sel_cal = fit_relevance_calibration(dev_sel_logits, dev)
     dev_relevance = [sel_cal(z) for z in dev_sel_logits]
 
     def selected(threshold: float) -> list[list[int]]:
@@ -221,6 +213,19 @@ def main(argv: list[str] | None = None) -> dict:
     return result
 
 
+def fit_selector(args, backbone: str, encoder: PairEncoder, examples, *, seed: int):
+    """A statement selector trained on ``examples`` with the run's selector settings."""
+    return train_selector(
+        backbone,
+        encoder,
+        encode_selector_data(encoder, examples),
+        epochs=args.selector_epochs,
+        lr=args.selector_lr,
+        batch_size=args.selector_batch,
+        seed=seed,
+    )
+
+
 def crossfit_selections(
     args, backbone: str, encoder: PairEncoder, train, threshold: float
 ) -> dict[int, list[str]]:
@@ -233,18 +238,9 @@ def crossfit_selections(
     selections: dict[int, list[str]] = {}
     for k, fold in enumerate(folds):
         other = folds[1 - k]
-        model = train_selector(
-            backbone,
-            encoder,
-            encode_selector_data(encoder, other),
-            epochs=args.selector_epochs,
-            lr=args.selector_lr,
-            batch_size=args.selector_batch,
-            seed=args.seed + k + 1,
-        )
+        model = fit_selector(args, backbone, encoder, other, seed=args.seed + k + 1)
         logits = selector_logits(model, encoder, fold, "u+S")
-        gold = [[int(i in e.gold) for i in range(len(e.statements))] for e in fold]
-        cal = calibrate.fit_platt(np.concatenate(logits), np.concatenate(gold))
+        cal = fit_relevance_calibration(logits, fold)
         for e, z in zip(fold, logits, strict=True):
             kept = choose_statements(cal(z), threshold=threshold, min_keep=1)
             selections[e.index] = [e.statements[i] for i in kept]
