@@ -47,13 +47,10 @@ def torch_parity(
     checkpoint: str | Path, onnx_path: str | Path, encoder: PairEncoder, pairs: Sequence[EncodedPair]
 ):
     """Max |logit difference| between the PyTorch checkpoint and an ONNX graph on the same batches."""
-    import torch
-
-    from training.backbone import load_cross_encoder, score_pairs
+    from training.backbone import load_cross_encoder, score_pairs  # torch: only on the export side
 
     torch_logits = score_pairs(load_cross_encoder(checkpoint), encoder, pairs, batch_size=16)
     onnx_logits = score(session(onnx_path), encoder, pairs, batch_size=16)
-    del torch
     return float(np.max(np.abs(torch_logits - onnx_logits)))
 
 

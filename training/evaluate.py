@@ -26,6 +26,7 @@ from export.checks import score, session
 from service.model_bundle import ModelBundle, load_bundle
 from service.selection import choose_statements
 from training import metrics
+from training.grouping import score_grouped
 from training.ranker import ranking_metrics
 from training.selector import precision_recall
 from training.sugar import ATTRIBUTION, SugarExample, load_sugar, select, split_indices
@@ -75,9 +76,10 @@ class Evaluator:
         per_example = [
             self.selector_encoder.encode_request(e.turns, [], e.statements_for(setting)) for e in examples
         ]
-        flat = [p for pairs in per_example for p in pairs]
-        logits = score(self.selector, self.selector_encoder, flat, batch_size=self.batch_size)
-        return np.split(logits, np.cumsum([len(x) for x in per_example])[:-1])
+        encoder, selector = self.selector_encoder, self.selector
+        return score_grouped(
+            lambda flat: score(selector, encoder, flat, batch_size=self.batch_size), per_example
+        )
 
     def selected(self, examples: Sequence[SugarExample], setting: str) -> list[list[int]]:
         """Indices of the statements the selector keeps, per example."""
@@ -96,10 +98,8 @@ class Evaluator:
             self.encoder.encode_request(e.turns, s, e.candidates)
             for e, s in zip(examples, statements, strict=True)
         ]
-        flat = [p for pairs in lists for p in pairs]
-        return np.split(
-            score(self.ranker, self.encoder, flat, batch_size=self.batch_size),
-            np.cumsum([len(x) for x in lists])[:-1],
+        return score_grouped(
+            lambda flat: score(self.ranker, self.encoder, flat, batch_size=self.batch_size), lists
         )
 
     def evaluate(self, examples: Sequence[SugarExample], setting: str, selection: bool) -> dict:
@@ -125,9 +125,13 @@ class Evaluator:
         return result
 
 
-def tfidf_scores(fit_on: Sequence[SugarExample], examples: Sequence[SugarExample], setting: str) -> list:
+def fit_tfidf(examples: Sequence[SugarExample]) -> TfidfVectorizer:
+    """The TF-IDF baseline's vocabulary and weights, from requests, statements and candidates."""
+    return TfidfVectorizer().fit([t for e in examples for t in (e.request, *e.statements, *e.candidates)])
+
+
+def tfidf_scores(vectorizer: TfidfVectorizer, examples: Sequence[SugarExample], setting: str) -> list:
     """TF-IDF cosine between (request + statements) and each candidate."""
-    vectorizer = TfidfVectorizer().fit([t for e in fit_on for t in (e.request, *e.statements, *e.candidates)])
     out = []
     for e in examples:
         query = vectorizer.transform([" ".join([e.request, *e.statements_for(setting)])])
@@ -222,12 +226,13 @@ def main(argv: list[str] | None = None) -> dict:
         "model_id": bundle.model_id,
     }
     started = time.time()
+    vectorizer = fit_tfidf(train)
     for name, setting, selection in ROWS:
         if wanted and setting not in wanted and name not in wanted:
             continue
         results["model"][name] = evaluator.evaluate(examples, setting, selection)
         if not selection:
-            results["tfidf"][name] = ranking_metrics(tfidf_scores(train, examples, setting), examples)
+            results["tfidf"][name] = ranking_metrics(tfidf_scores(vectorizer, examples, setting), examples)
         print(f"{name}: {json.dumps(results['model'][name])}", flush=True)
     results["seconds"] = round(time.time() - started, 1)
     print(json.dumps(results, indent=2))

@@ -29,6 +29,7 @@ from training.backbone import (
     score_pairs,
     to_tensors,
 )
+from training.grouping import score_grouped
 from training.sugar import SugarExample
 
 
@@ -86,13 +87,7 @@ def encode_lists(
 
 def score_lists(model: torch.nn.Module, encoder: PairEncoder, lists: Sequence[Sequence[EncodedPair]]) -> list:
     """Logits per example, in candidate order."""
-    flat = [p for pairs in lists for p in pairs]
-    scores = score_pairs(model, encoder, flat)
-    out, start = [], 0
-    for pairs in lists:
-        out.append(scores[start : start + len(pairs)])
-        start += len(pairs)
-    return out
+    return score_grouped(lambda flat: score_pairs(model, encoder, flat), lists)
 
 
 def ranking_metrics(scores: Sequence[Sequence[float]], examples: Sequence[SugarExample]) -> dict[str, float]:

@@ -24,6 +24,7 @@ from training.backbone import (
     score_pairs,
     to_tensors,
 )
+from training.grouping import score_grouped
 from training.sugar import SugarExample
 
 
@@ -92,13 +93,7 @@ def selector_logits(
 ):
     """Per example, the selector's logits for the statements given in ``setting``."""
     per_example = [encoder.encode_request(e.turns, [], e.statements_for(setting)) for e in examples]
-    flat = [p for pairs in per_example for p in pairs]
-    scores = score_pairs(model, encoder, flat, batch_size=64) if flat else np.empty(0, dtype=np.float32)
-    out, start = [], 0
-    for pairs in per_example:
-        out.append(scores[start : start + len(pairs)])
-        start += len(pairs)
-    return out
+    return score_grouped(lambda flat: score_pairs(model, encoder, flat, batch_size=64), per_example)
 
 
 def fit_relevance_calibration(logits: Sequence[np.ndarray], examples: Sequence[SugarExample]):
