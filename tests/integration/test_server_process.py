@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from helpers import REPO_ROOT, real_model_dir, write_fake_bundle
 pytestmark = pytest.mark.integration
 
 STARTUP_TIMEOUT_S = 60
+SHUTDOWN_TIMEOUT_S = 10
 
 
 def free_port() -> int:
@@ -39,7 +41,8 @@ def wait_ready(base_url: str, process: subprocess.Popen) -> None:
     raise AssertionError("server did not become ready")
 
 
-def test_a_uvicorn_process_on_loopback_serves_rank(tmp_path: Path) -> None:
+def start_server(tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """``python -m service`` on a free loopback port (the real model when present, else fake)."""
     model = real_model_dir()
     args = (
         ["--model", str(model)]
@@ -56,7 +59,11 @@ def test_a_uvicorn_process_on_loopback_serves_rank(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
-    base_url = f"http://127.0.0.1:{port}"
+    return process, f"http://127.0.0.1:{port}"
+
+
+def test_a_uvicorn_process_on_loopback_serves_rank(tmp_path: Path) -> None:
+    process, base_url = start_server(tmp_path)
     try:
         wait_ready(base_url, process)
         response = httpx.post(
@@ -70,3 +77,21 @@ def test_a_uvicorn_process_on_loopback_serves_rank(tmp_path: Path) -> None:
         process.terminate()
         output = process.communicate(timeout=20)[0].decode()
     assert "hello" not in output, "request text reached the logs"
+
+
+def test_sigterm_shuts_the_server_down_gracefully(tmp_path: Path) -> None:
+    # SIGTERM is what `docker stop` and Kubernetes send: uvicorn stops serving, runs the app's
+    # shutdown, then re-raises the signal so that a parent sees how the process ended. Here that is
+    # -SIGTERM; as a container's PID 1 the kernel drops a self-sent default-action signal and the
+    # process exits 0.
+    process, base_url = start_server(tmp_path)
+    try:
+        wait_ready(base_url, process)
+        process.send_signal(signal.SIGTERM)
+        output = process.communicate(timeout=SHUTDOWN_TIMEOUT_S)[0].decode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == -signal.SIGTERM, output[-2000:]
+    assert "Application shutdown complete" in output and "Finished server process" in output
