@@ -61,8 +61,7 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
 
 # Exec form: the server is PID 1 and receives SIGTERM itself; uvicorn then stops accepting, lets
 # requests in flight finish and runs the app's shutdown (batchers, backends) before exiting 0.
-# The service has no shutdown timeout of its own: uvicorn waits for requests in flight, which
-# limits.request-timeout-s (10 s by default) bounds, so give the runtime's stop grace period
-# (`docker stop -t`, Kubernetes' terminationGracePeriodSeconds) a few seconds more than that.
+# uvicorn waits at most RANKER_SHUTDOWN_TIMEOUT_S (15 s by default) for them, so give the runtime's
+# stop grace period (`docker stop -t`, Kubernetes' terminationGracePeriodSeconds) a few seconds more.
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["python", "-m", "service"]

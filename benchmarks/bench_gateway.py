@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,13 +80,17 @@ def make_requests(count: int, seed: int = 0) -> list[dict[str, Any]]:
     return requests
 
 
-def raw_session(model: Path, threads: int) -> tuple[Any, Any]:
-    bundle = load_bundle(model)
+def make_session(path: Path, threads: int) -> Any:
+    """A CPU ONNX Runtime session with ``threads`` intra-op threads (0: ONNX Runtime's default)."""
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
-    session = ort.InferenceSession(str(bundle.ranker.path), options, providers=["CPUExecutionProvider"])
-    return bundle, session
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def raw_session(model: Path, threads: int) -> tuple[Any, Any]:
+    bundle = load_bundle(model)
+    return bundle, make_session(bundle.ranker.path, threads)
 
 
 def encode_all(bundle: Any, requests: list[dict[str, Any]]) -> list[list[Any]]:
@@ -204,17 +209,26 @@ def bench_service(
 
 
 def bench_triton(
-    args: argparse.Namespace, requests: list[dict[str, Any]], concurrency: list[int]
+    model: Path,
+    threads: int,
+    requests: list[dict[str, Any]],
+    concurrency: list[int],
+    *,
+    server_args: Sequence[str] = (),
+    bucket_lists: Sequence[str | None] = (None,),
 ) -> dict[str, list[tuple[int, float, list[float]]]]:
-    """One column per bucket list: the gateway with ``--backend triton`` in front of one Triton."""
-    triton, grpc_port = start_triton(args.model, args.threads)
+    """The gateway with ``--backend triton`` in front of one Triton: one column per bucket list.
+
+    A ``None`` bucket list keeps the gateway's default ``triton.length-buckets``.
+    """
+    triton, grpc_port = start_triton(model, threads)
     columns = {}
     try:
-        for buckets in args.triton_buckets or [None]:
-            extra = ["--backend", "triton", "--triton.url", f"127.0.0.1:{grpc_port}", *args.server_args]
+        for buckets in bucket_lists:
+            extra = ["--backend", "triton", "--triton.url", f"127.0.0.1:{grpc_port}", *server_args]
             if buckets is not None:
                 extra += ["--triton.length-buckets", buckets]
-            rows, server, _ = bench_service(args.model, args.threads, extra, requests, concurrency)
+            rows, server, _ = bench_service(model, threads, extra, requests, concurrency)
             server.terminate()
             server.wait(timeout=30)
             columns[f"triton {buckets or 'default'}"] = rows
@@ -320,7 +334,16 @@ def main() -> None:
         server.terminate()
         server.wait(timeout=30)
     if args.triton:
-        columns.update(bench_triton(args, requests, concurrency))
+        columns.update(
+            bench_triton(
+                args.model,
+                args.threads,
+                requests,
+                concurrency,
+                server_args=args.server_args,
+                bucket_lists=args.triton_buckets or [None],
+            )
+        )
 
     print(
         f"\nmodel {bundle.model_id}  pairs {len(pairs)}  mean tokens/pair {mean_tokens:.0f}  "

@@ -26,6 +26,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         port=settings.port,
         log_level=settings.log_level,
         access_log=False,
+        timeout_graceful_shutdown=settings.shutdown_timeout_s,
     )
 
 

@@ -150,6 +150,12 @@ class Settings(BaseSettings):
         DEFAULT_GUIDELINES, description="ABCD-format kb.json: intent -> allowed agent actions."
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
+    shutdown_timeout_s: int = Field(
+        15,
+        ge=1,
+        description="On SIGTERM, how long requests in flight may take to finish before the server closes "
+        "them (keep it below the orchestrator's grace period).",
+    )
     executor_threads: int = Field(
         4, ge=2, le=256, description="Threads for tokenization and backend calls (off the event loop)."
     )
