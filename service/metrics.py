@@ -24,9 +24,16 @@ WAIT_BUCKETS_S = (0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.
 COUNT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 TOKEN_BUCKETS = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
 RATIO_BUCKETS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
+#: Paths timed under their own ``route`` label; any other path is ``other`` (label values stay few).
+ROUTES = frozenset({"/rank", "/healthz", "/readyz", "/metrics", "/docs", "/openapi.json"})
 SCORE_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+def route_label(path: str) -> str:
+    """The ``route`` label value of a request path: the path when it is a known route, else ``other``."""
+    return path if path in ROUTES else "other"
 
 
 class Metrics:
@@ -39,8 +46,8 @@ class Metrics:
         p = PREFIX
         self.request_duration = Histogram(
             f"{p}_request_duration_seconds",
-            "HTTP request duration by status code.",
-            ["status"],
+            "HTTP request duration by route and status code.",
+            ["route", "status"],
             buckets=LATENCY_BUCKETS_S,
             registry=r,
         )

@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.errors import ERROR_TABLE, PayloadTooLarge, error_body
-from service.metrics import Metrics
+from service.metrics import Metrics, route_label
 
 REQUEST_ID_HEADER = "x-request-id"
 # A client-supplied request id is echoed only when it is short and plain (it reaches the logs).
@@ -65,7 +65,8 @@ class RequestContextMiddleware:
             await self.app(scope, _replay(body, receive), send_with_id)
         finally:
             self.metrics.requests_in_flight.dec()
-            self.metrics.request_duration.labels(str(status)).observe(time.perf_counter() - started)
+            elapsed_s = time.perf_counter() - started
+            self.metrics.request_duration.labels(route_label(scope["path"]), str(status)).observe(elapsed_s)
 
     async def _read_body(self, receive: Receive) -> bytes | None:
         """The whole body, or None as soon as it passes the limit."""

@@ -183,7 +183,7 @@ async def test_metrics_count_requests_candidates_and_batches(fake_bundle: Path) 
     async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
         await client.post("/rank", json=BODY)
         text = (await client.get("/metrics")).text
-    assert 'ranker_request_duration_seconds_count{status="200"} 1.0' in text
+    assert 'ranker_request_duration_seconds_count{route="/rank",status="200"} 1.0' in text
     assert "ranker_request_candidates_sum 3.0" in text
     assert 'ranker_batch_pairs_sum{model="ranker"} 3.0' in text
     assert 'ranker_model_info{backend="fake",name="tiny-fake",selector="false",version="1"} 1.0' in text
