@@ -41,3 +41,27 @@ model: $(VENV)/.dev-deps
 	HF_HUB_OFFLINE=1 $(BIN)/python -m export --run $(RUN) --out $(MODEL_DIR)
 	$(BIN)/python -m training.evaluate --model $(MODEL_DIR) --data $(SUGAR) \
 		--split test --record
+
+# `make loadtest`: Locust, headless, against a service that is already running: start it first
+# with `make serve` in another shell (or set HOST). SHAPE is step, constant (needs RPS > 0) or
+# none (plain USERS at SPAWN_RATE). Reports: $(LOADTEST_OUT)/loadtest_*.csv and report.html.
+# Scenario weights, SLO limits and the rest: LOADTEST_ARGS="--weight-large-pool 0 --slo-p95-ms 500"
+# or the LOADTEST_* environment variables (see loadtests/locustfile.py).
+HOST ?= http://127.0.0.1:8000
+USERS ?= 8
+SPAWN_RATE ?= 2
+RUN_TIME ?= 2m
+SHAPE ?= step
+RPS ?=
+LOADTEST_OUT ?= runs/loadtest
+LOADTEST_ARGS ?=
+comma := ,
+LOCUSTFILES := loadtests/locustfile.py$(if $(filter-out none,$(SHAPE)),$(comma)loadtests/shapes/$(SHAPE).py)
+
+.PHONY: loadtest
+loadtest: $(VENV)/.dev-deps
+	mkdir -p $(LOADTEST_OUT)
+	$(BIN)/locust -f $(LOCUSTFILES) --headless --host $(HOST) --users $(USERS) \
+		--spawn-rate $(SPAWN_RATE) --run-time $(RUN_TIME) $(if $(RPS),--target-rps $(RPS)) \
+		--csv $(LOADTEST_OUT)/loadtest --csv-full-history --html $(LOADTEST_OUT)/report.html \
+		$(LOADTEST_ARGS)

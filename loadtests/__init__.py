@@ -1,0 +1,1 @@
+"""Locust load tests of ``POST /rank`` with the service's traffic mix (see ``locustfile.py``)."""

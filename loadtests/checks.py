@@ -1,0 +1,279 @@
+"""What a ``POST /rank`` answer must be, derived from its request, and the check of a response.
+
+A 200 counts as a success only when the body keeps the API's promises: the response schema,
+one ranked entry per unmasked candidate (at most ``top_k``), ids from the request and none
+twice, calibrated scores in [0, 1] sorted best first, generator and action echoed, guideline
+masks as the intent and ``mask_mode`` require, ``abstain`` consistent with ``threshold``, and
+``statements_used`` indexing the request's situations.
+
+The masking rule is written again here from the guideline file rather than imported from
+``service``: a check that reused the service's own code would agree with its bugs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: Failure name of a 429: the service shed load (queue full). Fixed text, so Locust counts every
+#: shed request under one failure type.
+SHED_LOAD = "shed load: 429 overloaded"
+
+NOT_ALLOWED_FOR_INTENT = "action_not_allowed_for_intent"
+UNKNOWN_ACTION = "unknown_action"
+
+# field -> (accepted types, may be null). bool is excluded from numbers on purpose (see _typed).
+_NUMBER = (int, float)
+_RESPONSE_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
+    "model": ((str,), False),
+    "ranking": ((list,), False),
+    "masked": ((list,), False),
+    "abstain": ((bool,), False),
+    "threshold": (_NUMBER, False),
+    "statements_used": ((list,), False),
+}
+_RANKED_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
+    "id": ((str,), False),
+    "score": (_NUMBER, False),
+    "logit": (_NUMBER, False),
+    "generator": ((str,), True),
+    "action": ((str,), True),
+    "masked": ((bool,), False),
+    "mask_reason": ((str,), True),
+}
+_MASKED_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
+    "id": ((str,), False),
+    "action": ((str,), True),
+    "reason": ((str,), False),
+}
+
+
+@dataclass(frozen=True)
+class Guidelines:
+    """Intent -> allowed agent actions, read from the same ABCD-format file the service loads."""
+
+    allowed: Mapping[str, frozenset[str]]
+
+    @property
+    def actions(self) -> frozenset[str]:
+        """Every action some intent allows."""
+        return frozenset().union(*self.allowed.values())
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Guidelines:
+        """Read a ``kb.json``-format file.
+
+        Raises:
+            ValueError: the file is missing, not JSON or not an object of action lists.
+        """
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise ValueError(f"cannot read guidelines {path}: {e}") from e
+        if not isinstance(data, dict) or not data:
+            raise ValueError(f"{path}: expected a non-empty object of intent -> list of actions")
+        allowed: dict[str, frozenset[str]] = {}
+        for intent, actions in data.items():
+            if not isinstance(actions, list) or not all(isinstance(a, str) for a in actions):
+                raise ValueError(f"{path}: intent {intent!r} must map to a list of action names")
+            allowed[intent] = frozenset(actions)
+        return cls(allowed)
+
+    def mask_reason(self, intent: str, action: str | None) -> str | None:
+        """Why the service must mask ``action`` under ``intent``; None when it may rank it."""
+        if action is None or action in self.allowed[intent]:
+            return None
+        return NOT_ALLOWED_FOR_INTENT if action in self.actions else UNKNOWN_ACTION
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the answer to one request must satisfy."""
+
+    ids: tuple[str, ...]
+    echoes: Mapping[str, tuple[str | None, str | None]]
+    mask_reasons: Mapping[str, str]
+    mask_mode: str
+    top_k: int | None
+    min_score: float | None
+    situations: int
+    select_statements: bool
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any], guidelines: Guidelines) -> Expected:
+        """The expectations of a request body as the load test sends it (candidates as objects)."""
+        candidates = body["candidates"]
+        ids = tuple(c.get("id") or str(i) for i, c in enumerate(candidates))
+        intent, mode = body.get("intent"), body.get("mask_mode", "hard")
+        reasons: dict[str, str] = {}
+        if intent is not None and mode != "off":
+            for cid, c in zip(ids, candidates, strict=True):
+                if (reason := guidelines.mask_reason(intent, c.get("action"))) is not None:
+                    reasons[cid] = reason
+        return cls(
+            ids=ids,
+            echoes={
+                cid: (c.get("generator"), c.get("action")) for cid, c in zip(ids, candidates, strict=True)
+            },
+            mask_reasons=reasons,
+            mask_mode=mode,
+            top_k=body.get("top_k"),
+            min_score=body.get("min_score"),
+            situations=len(body.get("situations", ())),
+            select_statements=body.get("select_statements", True),
+        )
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why a response is wrong: ``reason`` is short and fixed (Locust groups failures by it)."""
+
+    reason: str
+    detail: str = ""
+
+
+class _Bad(Exception):
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(reason)
+        self.problem = Problem(reason, detail)
+
+
+def check_status(status: int, content: bytes | None, *, error: BaseException | None = None) -> Problem | None:
+    """The problem with a non-200 status (0: no response, ``error`` says why); None for 200."""
+    if status == 200:
+        return None
+    if status == 429:
+        return Problem(SHED_LOAD)
+    if status == 0:
+        return Problem(f"connection failed: {type(error).__name__}", str(error))
+    try:
+        error_type = json.loads(content or b"")["error"]["type"]
+    except (ValueError, KeyError, TypeError):
+        error_type = "no error body"
+    return Problem(f"HTTP {status} {error_type}")
+
+
+def check_rank_body(content: bytes, expected: Expected) -> Problem | None:
+    """The first broken promise of a 200 body, or None when it is right."""
+    try:
+        data = json.loads(content)
+    except ValueError as e:
+        return Problem("malformed body: not JSON", str(e))
+    try:
+        _typed(data, _RESPONSE_FIELDS, "response")
+        ranking, masked = data["ranking"], data["masked"]
+        for entry in ranking:
+            _typed(entry, _RANKED_FIELDS, "ranking entry")
+        for entry in masked:
+            _typed(entry, _MASKED_FIELDS, "masked entry")
+        _check_masks(ranking, masked, expected)
+        _check_ids(ranking, expected)
+        _check_scores(ranking, data["threshold"])
+        _check_echoes(ranking, expected)
+        _check_abstention(ranking, data, expected)
+        _check_statements(data["statements_used"], expected)
+    except _Bad as bad:
+        return bad.problem
+    return None
+
+
+def _typed(value: Any, fields: Mapping[str, tuple[tuple[type, ...], bool]], what: str) -> None:
+    if not isinstance(value, dict):
+        raise _Bad(f"malformed body: {what} is not an object")
+    for name, (kinds, nullable) in fields.items():
+        if name not in value:
+            raise _Bad(f"malformed body: {what} lacks {name}")
+        item = value[name]
+        # JSON true/false decode to bool, a subclass of int: it must not pass for a number.
+        is_bool_as_number = isinstance(item, bool) and bool not in kinds
+        ok = nullable if item is None else isinstance(item, kinds) and not is_bool_as_number
+        if not ok:
+            raise _Bad(f"malformed body: {what} field {name} has the wrong type", repr(item)[:80])
+
+
+def _check_masks(ranking: list[dict], masked: list[dict], exp: Expected) -> None:
+    reasons = exp.mask_reasons
+    if exp.mask_mode == "hard":
+        if leaked := [e["id"] for e in ranking if e["id"] in reasons]:
+            raise _Bad("invalid action not masked", f"ranked despite the guidelines: {leaked}")
+        if any(e["masked"] or e["mask_reason"] is not None for e in ranking):
+            raise _Bad("ranked entry flagged as masked in hard mode")
+        got = [(m["id"], m["reason"]) for m in masked]
+        want = [(cid, reasons[cid]) for cid in exp.ids if cid in reasons]  # request order
+        if got != want:
+            got_ids, want_ids = {cid for cid, _ in got}, {cid for cid, _ in want}
+            if want_ids - got_ids:
+                reason = "invalid action not masked"
+            elif got_ids - want_ids:
+                reason = "valid candidate masked"
+            else:
+                reason = "wrong mask reason or order"
+            raise _Bad(reason, f"masked {got}, want {want}")
+        if any(m["action"] != exp.echoes[m["id"]][1] for m in masked):
+            raise _Bad("masked entry action not echoed")
+        return
+    if masked:
+        raise _Bad(f"masked list not empty in {exp.mask_mode} mode", str([m["id"] for m in masked]))
+    for entry in ranking:  # soft: flagged in place; off: nothing flagged
+        want_reason = reasons.get(entry["id"]) if exp.mask_mode == "soft" else None
+        if entry["masked"] != (want_reason is not None):
+            reason = "invalid action not masked" if want_reason else "valid candidate masked"
+            raise _Bad(reason, f"{entry['id']}: masked={entry['masked']}")
+        if entry["mask_reason"] != want_reason:
+            raise _Bad("wrong mask reason", f"{entry['id']}: {entry['mask_reason']} != {want_reason}")
+
+
+def _check_ids(ranking: list[dict], exp: Expected) -> None:
+    ids = [e["id"] for e in ranking]
+    if len(set(ids)) != len(ids):
+        raise _Bad("duplicate ids in ranking", str(ids))
+    hard = exp.mask_mode == "hard"
+    rankable = [cid for cid in exp.ids if not (hard and cid in exp.mask_reasons)]
+    want = len(rankable) if exp.top_k is None else min(exp.top_k, len(rankable))
+    if len(ids) != want:
+        raise _Bad("wrong number of ranked candidates", f"{len(ids)} ranked, want {want}")
+    # Unique, as many as the rankable ones and all among them: a permutation (of a top_k subset).
+    if unknown := set(ids) - set(rankable):
+        raise _Bad("ranked ids are not a permutation of the request's", f"unexpected {sorted(unknown)}")
+
+
+def _check_scores(ranking: list[dict], threshold: float) -> None:
+    for entry in ranking:
+        if not (0.0 <= entry["score"] <= 1.0):
+            raise _Bad("score outside [0, 1]", f"{entry['id']}: {entry['score']}")
+        if not math.isfinite(entry["logit"]):
+            raise _Bad("logit not finite", f"{entry['id']}: {entry['logit']}")
+    scores = [e["score"] for e in ranking]
+    if any(a < b for a, b in zip(scores, scores[1:], strict=False)):
+        raise _Bad("ranking not sorted by score, best first", str(scores))
+    if not (0.0 <= threshold <= 1.0):
+        raise _Bad("threshold outside [0, 1]", str(threshold))
+
+
+def _check_echoes(ranking: list[dict], exp: Expected) -> None:
+    for entry in ranking:
+        if (entry["generator"], entry["action"]) != exp.echoes[entry["id"]]:
+            raise _Bad("generator or action not echoed", entry["id"])
+
+
+def _check_abstention(ranking: list[dict], data: dict, exp: Expected) -> None:
+    threshold = data["threshold"]
+    if exp.min_score is not None and threshold != exp.min_score:
+        raise _Bad("threshold is not the request's min_score", f"{threshold} != {exp.min_score}")
+    # top_k only cuts the tail, so the first entry is still the best score the service saw.
+    abstain = not ranking or ranking[0]["score"] < threshold
+    if data["abstain"] != abstain:
+        raise _Bad("abstain inconsistent with threshold", f"abstain={data['abstain']}, threshold={threshold}")
+
+
+def _check_statements(used: list[Any], exp: Expected) -> None:
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in used):
+        raise _Bad("malformed body: statements_used holds a non-integer")
+    if len(set(used)) != len(used) or any(not 0 <= i < exp.situations for i in used):
+        raise _Bad("statements_used out of range or repeated", f"{used} for {exp.situations} statements")
+    if not exp.select_statements and used != list(range(exp.situations)):
+        raise _Bad("statements filtered although select_statements is false", str(used))

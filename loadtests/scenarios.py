@@ -1,0 +1,216 @@
+"""Request bodies of the four traffic scenarios.
+
+- ``socialbot``: a multi-turn chat, 5 to 10 candidates from named generators;
+- ``situated``: a SUGAR example (request, 12 statements, 3 candidates), from the real data when
+  its file is there, else from the built-in samples;
+- ``agent_assist``: a customer-service conversation with an intent and actions, some of which
+  the guidelines do not allow for that intent, in hard, soft or off mask mode;
+- ``large_pool``: a socialbot turn with 100 candidates.
+
+Bodies vary (lengths, ids given or positional, ``top_k``, ``min_score``, ``select_statements``)
+so that every response check and every batching path gets exercised.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loadtests import samples
+from loadtests.checks import Guidelines
+
+logger = logging.getLogger(__name__)
+
+SCENARIOS = ("socialbot", "situated", "agent_assist", "large_pool")
+SOCIALBOT_GENERATORS = ("template", "retrieval", "neural", "llm")
+AGENT_GENERATORS = ("retrieval", "llm", "rule")
+LARGE_POOL_SIZE = 100
+
+Body = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SituatedExample:
+    """A situated request: the user's request, its statements and three candidate responses."""
+
+    request: str
+    statements: tuple[str, ...]
+    candidates: tuple[str, ...]
+
+
+def load_situated(path: Path | None) -> tuple[list[SituatedExample], str]:
+    """SUGAR examples from ``path`` when given, else the built-in samples; and where they came from.
+
+    Raises:
+        ValueError: the file cannot be read or is not SUGAR JSONL.
+    """
+    if path is None:
+        return [SituatedExample(u, s, c) for u, s, c in samples.SITUATED_SAMPLES], "built-in samples"
+    # The training loader is the one parser of the SUGAR format; imported here so that runs on
+    # the built-in samples do not need it.
+    from training.sugar import load_sugar
+
+    try:
+        examples = [SituatedExample(e.request, e.statements, e.candidates) for e in load_sugar(path)]
+    except (OSError, KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"cannot read SUGAR examples from {path}: {e!r}") from e
+    if not examples:
+        raise ValueError(f"{path} holds no SUGAR examples")
+    return examples, f"SUGAR ({path})"
+
+
+class Traffic:
+    """Builds the request bodies; one instance serves every simulated user of a process."""
+
+    def __init__(
+        self, *, guidelines: Guidelines, situated: Sequence[SituatedExample], seed: int | None = None
+    ) -> None:
+        self.guidelines = guidelines
+        self.situated_examples = list(situated)
+        self.rng = random.Random(seed)
+        self._intents = sorted(guidelines.allowed)
+        self._actions = sorted(guidelines.actions)
+        self._unknown_actions = [a for a in samples.UNKNOWN_ACTIONS if a not in guidelines.actions]
+
+    def builder(self, scenario: str) -> Callable[[], Body]:
+        """The body builder of a scenario (one of :data:`SCENARIOS`)."""
+        return {
+            "socialbot": self.socialbot,
+            "situated": self.situated,
+            "agent_assist": self.agent_assist,
+            "large_pool": self.large_pool,
+        }[scenario]
+
+    def socialbot(self) -> Body:
+        """A multi-turn chat and 5 to 10 candidates from several generators."""
+        rng = self.rng
+        topic = rng.choice(samples.TOPICS)
+        count = rng.randint(5, 10)
+        # The first generators are fixed so that each request mixes at least three of them.
+        generators = [*SOCIALBOT_GENERATORS[:3], *rng.choices(SOCIALBOT_GENERATORS, k=count - 3)]
+        rng.shuffle(generators)
+        positional = rng.random() < 0.3  # no ids: the service numbers candidates by position
+        candidates = []
+        for i, generator in enumerate(generators):
+            candidate = {"text": self._social_reply(topic, generator), "generator": generator}
+            if not positional:
+                candidate["id"] = f"{generator[:3]}-{i}"
+            candidates.append(candidate)
+        body: Body = {"context": self._chat(topic), "candidates": candidates}
+        if rng.random() < 0.25:
+            body["top_k"] = rng.randint(1, 3)
+        if rng.random() < 0.1:
+            body["min_score"] = round(rng.uniform(0.2, 0.8), 2)
+        return body
+
+    def situated(self) -> Body:
+        """A SUGAR request: one user turn, 12 statements, 3 candidates in shuffled order."""
+        rng = self.rng
+        example = rng.choice(self.situated_examples)
+        order = list(range(len(example.candidates)))
+        rng.shuffle(order)
+        body: Body = {
+            "context": [{"speaker": "user", "text": example.request}],
+            "situations": list(example.statements),
+            "candidates": [{"id": f"r{i}", "text": example.candidates[i]} for i in order],
+        }
+        if rng.random() < 0.2:
+            body["select_statements"] = False  # every statement reaches the ranker
+        return body
+
+    def agent_assist(self) -> Body:
+        """An intent, allowed and disallowed actions, and plain replies, in a random mask mode."""
+        rng = self.rng
+        intent = rng.choice(self._intents)
+        allowed = sorted(self.guidelines.allowed[intent])
+        others = [a for a in self._actions if a not in self.guidelines.allowed[intent]]
+        actions = rng.sample(allowed, k=min(len(allowed), rng.randint(1, 3)))
+        # At least one action the intent does not allow (when the file has any), so masks show.
+        actions += rng.sample(others, k=min(len(others), rng.randint(1, 2)))
+        if self._unknown_actions and rng.random() < 0.2:
+            actions.append(rng.choice(self._unknown_actions))
+        candidates: list[dict[str, Any]] = [
+            {
+                "text": rng.choice(samples.ACTION_PHRASES).format(action=action.replace("-", " ")),
+                "action": action,
+                "generator": rng.choice(AGENT_GENERATORS),
+            }
+            for action in actions
+        ]
+        candidates += [
+            {"text": text, "generator": "template"}
+            for text in rng.sample(samples.PLAIN_AGENT_REPLIES, k=rng.randint(1, 2))
+        ]
+        rng.shuffle(candidates)
+        for i, candidate in enumerate(candidates):
+            candidate["id"] = f"a{i}"
+        return {
+            "context": self._support_chat(intent),
+            "candidates": candidates,
+            "intent": intent,
+            "mask_mode": rng.choices(("hard", "soft", "off"), weights=(6, 3, 1))[0],
+        }
+
+    def large_pool(self) -> Body:
+        """A socialbot turn with :data:`LARGE_POOL_SIZE` candidates, often cut to the top 10."""
+        rng = self.rng
+        topic = rng.choice(samples.TOPICS)
+        candidates = []
+        for i in range(LARGE_POOL_SIZE):
+            generator = SOCIALBOT_GENERATORS[i % len(SOCIALBOT_GENERATORS)]
+            # Replies on every topic, as a wide retrieval pool would hold, so texts rarely repeat.
+            text = self._social_reply(rng.choice(samples.TOPICS), generator)
+            candidates.append({"id": f"c{i:03d}", "text": text, "generator": generator})
+        body: Body = {"context": self._chat(topic), "candidates": candidates}
+        if rng.random() < 0.5:
+            body["top_k"] = 10
+        return body
+
+    def _chat(self, topic: samples.Topic) -> list[dict[str, str]]:
+        rng = self.rng
+        turns = rng.randint(2, 8)
+        lines = []
+        # Oldest first, alternating speakers, always ending on the user's turn.
+        for back in range(turns - 1, -1, -1):
+            speaker = "user" if back % 2 == 0 else "bot"
+            pool = topic.user if speaker == "user" else topic.bot
+            lines.append({"speaker": speaker, "text": rng.choice(pool)})
+        return lines
+
+    def _social_reply(self, topic: samples.Topic, generator: str) -> str:
+        rng = self.rng
+        fact = rng.choice(topic.facts)
+        if generator == "template":
+            other = rng.choice([t.name for t in samples.TOPICS if t is not topic])
+            return rng.choice(samples.TEMPLATE_REPLIES).format(topic=topic.name, other=other)
+        if generator == "retrieval":
+            return f"Did you know that {fact}"
+        if generator == "neural":
+            opener, closer = rng.choice(samples.NEURAL_OPENERS), rng.choice(samples.NEURAL_CLOSERS)
+            return f"{opener} I read that {fact} {closer}".strip()
+        # llm: longer, several sentences.
+        return (
+            f"That's a great point about {topic.name}. {fact[0].upper()}{fact[1:]} "
+            f"{rng.choice(topic.bot)} {rng.choice(samples.NEURAL_CLOSERS)}"
+        ).strip()
+
+    def _support_chat(self, intent: str) -> list[dict[str, str]]:
+        rng = self.rng
+        generic = (f"Hi, I need help: {intent.replace('_', ' ')}.",)
+        turns = [{"speaker": "customer", "text": rng.choice(samples.CUSTOMER_OPENERS.get(intent, generic))}]
+        for _ in range(rng.randint(0, 2)):
+            name = rng.choice(samples.CUSTOMER_NAMES)
+            follow_up = rng.choice(samples.CUSTOMER_FOLLOW_UPS).format(
+                name=name,
+                order=rng.randint(100000, 999999),
+                email=f"{name.split()[0].lower()}@example.com",
+            )
+            turns += [
+                {"speaker": "agent", "text": rng.choice(samples.AGENT_TURNS)},
+                {"speaker": "customer", "text": follow_up},
+            ]
+        return turns
