@@ -1,6 +1,8 @@
 # `make serve`: serving dependencies only, then the service on 127.0.0.1:8000 with the shipped model.
 # `make test`: dev extras, then ruff, mypy and the whole pytest suite (what .ci/run calls).
 # `make model`: retrain on SUGAR, re-export the shipped model directory, evaluate on the test split.
+# `make report`: the benchmark report (CrossEncoder in PyTorch vs raw ONNX Runtime vs the service).
+# `make loadtest`: the Locust suite, headless, against a running service (see below).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -31,6 +33,12 @@ test: lint
 
 bench: $(VENV)/.serve-deps
 	$(BIN)/python benchmarks/bench_gateway.py $(ARGS)
+
+# Writes benchmarks/results/report.md and report.png; ARGS=--triton adds the Triton rows,
+# ARGS=--quick is a one-minute smoke run.
+.PHONY: report
+report: $(VENV)/.dev-deps
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/report.py $(ARGS)
 
 SUGAR ?= ../shared/data/sugar/sugar.jsonl
 RUN ?= runs/sugar

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -81,3 +84,29 @@ async def serve_in_process(
             transport=transport, base_url="http://ranker.test", timeout=30
         ) as client:
             yield client
+
+
+SERVER_STARTUP_TIMEOUT_S = 60
+
+
+def free_port() -> int:
+    """A free TCP port on loopback."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_ready(base_url: str, process: subprocess.Popen) -> None:
+    """Block until ``/readyz`` answers 200; fail with the server's output if it exits first."""
+    deadline = time.monotonic() + SERVER_STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            output = process.stdout.read().decode() if process.stdout else ""
+            raise AssertionError(f"server exited with {process.returncode}: {output[-2000:]}")
+        try:
+            if httpx.get(f"{base_url}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("server did not become ready")

@@ -11,8 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT
-from test_server_process import free_port, wait_ready
+from helpers import REPO_ROOT, free_port, wait_ready
 
 from loadtests.scenarios import SCENARIOS
 

@@ -4,41 +4,17 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
-from helpers import REPO_ROOT, real_model_dir, write_fake_bundle
+from helpers import REPO_ROOT, free_port, real_model_dir, wait_ready, write_fake_bundle
 
 pytestmark = pytest.mark.integration
 
-STARTUP_TIMEOUT_S = 60
 SHUTDOWN_TIMEOUT_S = 10
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_ready(base_url: str, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            output = process.stdout.read().decode() if process.stdout else ""
-            raise AssertionError(f"server exited with {process.returncode}: {output[-2000:]}")
-        try:
-            if httpx.get(f"{base_url}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError("server did not become ready")
 
 
 def start_server(tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:

@@ -10,7 +10,6 @@ import asyncio
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import REPO_ROOT, serve_in_process
+from helpers import REPO_ROOT, free_port, serve_in_process
 
 from service.app import create_app
 from service.model_bundle import load_bundle
@@ -54,12 +53,6 @@ REQUESTS: list[dict[str, Any]] = [
     },
     {"context": "hello " * 90, "situations": SITUATIONS, "candidates": ["hi", "The battery is low. " * 8]},
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class TritonProcess:
