@@ -192,10 +192,14 @@ def start_server(model: Path, port: int, threads: int, extra: list[str]) -> subp
     return process
 
 
+#: One concurrency level of a load run: clients, pairs/s, request latencies (s), failed requests.
+LoadRow = tuple[int, float, list[float], int]
+
+
 def bench_service(
     model: Path, threads: int, extra: list[str], requests: list[dict[str, Any]], concurrency: list[int]
-) -> tuple[list[tuple[int, float, list[float]]], subprocess.Popen, str]:
-    """(clients, pairs/s, latencies) per concurrency level; the server is left running."""
+) -> tuple[list[LoadRow], subprocess.Popen, str]:
+    """(clients, pairs/s, latencies, failed requests) per concurrency level; the server is left running."""
     port = free_port()
     server = start_server(model, port, threads, extra)
     url = f"http://127.0.0.1:{port}"
@@ -216,7 +220,7 @@ def bench_triton(
     *,
     server_args: Sequence[str] = (),
     bucket_lists: Sequence[str | None] = (None,),
-) -> dict[str, list[tuple[int, float, list[float]]]]:
+) -> dict[str, list[LoadRow]]:
     """The gateway with ``--backend triton`` in front of one Triton: one column per bucket list.
 
     A ``None`` bucket list keeps the gateway's default ``triton.length-buckets``.
@@ -238,8 +242,10 @@ def bench_triton(
     return columns
 
 
-async def load(url: str, requests: list[dict[str, Any]], clients: int) -> tuple[float, list[float]]:
-    """Pairs/s and per-request latencies (s) with ``clients`` concurrent clients.
+async def load(
+    url: str, requests: list[dict[str, Any]], clients: int
+) -> tuple[float, list[float], int]:
+    """Pairs/s, per-request latencies (s) and failed requests with ``clients`` concurrent clients.
 
     A failed request (429 from a full queue, 504...) is counted and reported, not scored.
     """
@@ -270,7 +276,7 @@ async def load(url: str, requests: list[dict[str, Any]], clients: int) -> tuple[
             f"{url} with {clients} clients: {sum(failures.values())} requests failed {failures}",
             file=sys.stderr,
         )
-    return pairs / elapsed, latencies or [float("nan")]
+    return pairs / elapsed, latencies or [float("nan")], sum(failures.values())
 
 
 def pct(values: list[float], q: float) -> float:
@@ -320,12 +326,12 @@ def main() -> None:
     concurrency = [int(x) for x in args.concurrency.split(",")]
     rows, server, url = bench_service(args.model, args.threads, args.server_args, requests, concurrency)
     try:
-        _, lone = asyncio.run(load(url, [lone_request] * args.lone, 1))
+        _, lone, _ = asyncio.run(load(url, [lone_request] * args.lone, 1))
     finally:
         server.terminate()
         server.wait(timeout=30)
     # Each server runs after the previous one has stopped: they never compete for the CPU.
-    columns: dict[str, list[tuple[int, float, list[float]]]] = {}
+    columns: dict[str, list[LoadRow]] = {}
     if args.selection:
         selecting = [{**r, "select_statements": True} for r in requests]
         columns["embedded, selection on"], server, _ = bench_service(
@@ -354,10 +360,10 @@ def main() -> None:
     for size, rate in raw.items():
         print(f"{size:>6} {rate:>10.1f}{'  <- best' if size == best_size else ''}")
     print("\nservice over HTTP (loopback, same inputs)")
-    print(f"{'clients':>7} {'pairs/s':>10} {'of raw':>7} {'p50 ms':>8} {'p99 ms':>8}")
-    for clients, rate, latencies in rows:
+    print(f"{'clients':>7} {'pairs/s':>10} {'of raw':>7} {'p50 ms':>8} {'p99 ms':>8} {'failed':>7}")
+    for clients, rate, latencies, failed in rows:
         p50, p99 = pct(latencies, 50), pct(latencies, 99)
-        print(f"{clients:>7} {rate:>10.1f} {rate / best:>7.0%} {p50:>8.1f} {p99:>8.1f}")
+        print(f"{clients:>7} {rate:>10.1f} {rate / best:>7.0%} {p50:>8.1f} {p99:>8.1f} {failed:>7}")
     lone_p50 = pct(lone, 50)
     print(
         f"\nlone 3-candidate request: service p50 {lone_p50:.2f} ms, raw session {raw_three:.2f} ms, "
@@ -368,24 +374,25 @@ def main() -> None:
             f"  the model runs {served_per_call} pair(s) per call (batch-invariant scores): raw session "
             f"that way {raw_three_served:.2f} ms, gateway overhead {lone_p50 - raw_three_served:.2f} ms"
         )
-    at16 = next((rate for clients, rate, _ in rows if clients == 16), None)
+    at16 = next((rate for clients, rate, *_ in rows if clients == 16), None)
     if at16 is not None:
         print(f"16 clients: {at16 / best:.0%} of the raw session's best pairs/s (target >= 80%)")
     if columns:
         print_side_by_side({"embedded": rows, **columns})
 
 
-def print_side_by_side(columns: dict[str, list[tuple[int, float, list[float]]]]) -> None:
+def print_side_by_side(columns: dict[str, list[LoadRow]]) -> None:
     """pairs/s, p50 and p99 (ms) per backend column, one row per concurrency level."""
     widths = {name: max(28, len(name)) for name in columns}
     print("\nembedded vs Triton over HTTP (gateway -> backend, same inputs)")
     print(f"{'clients':>7}" + "".join(f" | {name:^{widths[name]}}" for name in columns))
     print(f"{'':>7}" + "".join(f" | {'pairs/s   p50 ms   p99 ms':>{widths[name]}}" for name in columns))
-    for i, (clients, _, _) in enumerate(next(iter(columns.values()))):
+    for i, (clients, *_) in enumerate(next(iter(columns.values()))):
         cells = ""
         for name, rows in columns.items():
-            _, rate, latencies = rows[i]
+            _, rate, latencies, failed = rows[i]
             cell = f"{rate:>9.1f} {pct(latencies, 50):>8.1f} {pct(latencies, 99):>8.1f}"
+            cell += f" {failed:>6}" if failed else ""
             cells += f" | {cell:>{widths[name]}}"
         print(f"{clients:>7}{cells}")
 

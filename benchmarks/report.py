@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_gateway import (  # noqa: E402  (also puts the repository root on sys.path)
     REPO_ROOT,
     SUGAR,
+    LoadRow,
     bench_service,
     bench_triton,
     encode_all,
@@ -235,6 +236,7 @@ def bench_cross_encoder(
     )
     encoder = bundle.pair_encoder()
     sep = encoder.tokenizer.id_to_token(encoder.sep_id)
+    assert sep is not None, "the tokenizer has no [SEP] token"
     texts = [pair_texts(r, e, sep_token=sep) for r, e in zip(work.requests, work.encoded, strict=True)]
     mismatched = token_mismatches(model, [t for r in texts for t in r], [p for r in work.encoded for p in r])
     points, logits = [], None
@@ -286,11 +288,11 @@ def bench_fp32(
     return points, notes
 
 
-def service_points(system: str, rows: Sequence[tuple[int, float, list[float]]]) -> list[Point]:
+def service_points(system: str, rows: Sequence[LoadRow]) -> list[Point]:
     # bench_gateway's load() reports [nan] when every request of a level failed.
     return [
-        Point(system, clients, rate, tuple(x for x in latencies if not math.isnan(x)))
-        for clients, rate, latencies in rows
+        Point(system, clients, rate, tuple(x for x in latencies if not math.isnan(x)), failed)
+        for clients, rate, latencies, failed in rows
     ]
 
 

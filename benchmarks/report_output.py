@@ -19,6 +19,8 @@ class Point:
     pairs_per_s: float
     #: Every request's latency in seconds (NaN-free; a level with no successful request has none).
     latencies_s: tuple[float, ...]
+    #: Requests that got no scores (an HTTP error such as 429 or 504); not in pairs/s or latencies.
+    failed: int = 0
 
     def latency_ms(self, percentile: float) -> float:
         """A request-latency percentile in ms (NaN when no request succeeded)."""
@@ -43,16 +45,16 @@ def markdown_table(points: Sequence[Point], *, limit_pairs_per_s: float | None) 
     """One row per point, systems in first-seen order; each system's best pairs/s in bold."""
     best = {s: max(p.pairs_per_s for p in points if p.system == s) for s in _systems(points)}
     lines = [
-        "| system | concurrency | pairs/s | p50 ms | p95 ms | p99 ms | share of FP32 limit |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| system | concurrency | pairs/s | p50 ms | p95 ms | p99 ms | failed | share of FP32 limit |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for p in sorted(points, key=lambda p: (_systems(points).index(p.system), p.concurrency)):
         rate = f"{p.pairs_per_s:.1f}"
         if p.pairs_per_s == best[p.system] and len([q for q in points if q.system == p.system]) > 1:
             rate = f"**{rate}**"
         share = f"{p.pairs_per_s / limit_pairs_per_s:.0%}" if limit_pairs_per_s else "n/a"
-        cells = [f"{p.latency_ms(q):.1f}" for q in (50, 95, 99)]
-        lines.append(f"| {p.system} | {p.concurrency} | {rate} | {' | '.join(cells)} | {share} |")
+        cells = [rate, *(f"{p.latency_ms(q):.1f}" for q in (50, 95, 99)), str(p.failed), share]
+        lines.append(f"| {p.system} | {p.concurrency} | {' | '.join(cells)} |")
     return "\n".join(lines)
 
 

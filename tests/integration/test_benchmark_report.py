@@ -107,7 +107,7 @@ def test_report_writer_produces_a_markdown_table_and_a_png(tmp_path: Path) -> No
         Point("raw", 1, 50.0, (0.01, 0.02, 0.03)),
         Point("raw", 4, 80.0, (0.04, 0.05)),
         Point("service", 1, 40.0, (0.02,)),
-        Point("service", 4, 45.0, ()),  # every request failed: no latencies
+        Point("service", 4, 45.0, (), failed=7),  # every request failed: no latencies
     ]
     out = tmp_path / "results" / "report.md"
     write_report(
@@ -121,7 +121,7 @@ def test_report_writer_produces_a_markdown_table_and_a_png(tmp_path: Path) -> No
     text = out.read_text()
     assert markdown_table(points, limit_pairs_per_s=100.0) in text
     assert "| raw | 4 | **80.0** | 45.0 |" in text
-    assert "| service | 4 | **45.0** | nan | nan | nan | 45% |" in text
+    assert "| service | 4 | **45.0** | nan | nan | nan | 7 | 45% |" in text
     assert "](report.png)" in text
     assert "## Machine" in text
     assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
