@@ -13,6 +13,8 @@ import logging
 
 from locust import LoadTestShape
 
+from loadtests.shape_options import options_while_running
+
 logger = logging.getLogger(__name__)
 
 
@@ -23,18 +25,12 @@ class ConstantThroughputShape(LoadTestShape):
     use_common_options = True
 
     def tick(self) -> tuple[int, float] | None:
-        """Users and spawn rate for now; None once ``--run-time`` is over.
-
-        Raises:
-            RuntimeError: Locust runs without its command line (as a library).
-        """
-        options = self.runner.environment.parsed_options if self.runner else None
+        """Users and spawn rate for now; None once ``--run-time`` is over."""
+        options = options_while_running(self, "constant-throughput")
         if options is None:
-            raise RuntimeError("the constant-throughput shape reads the locust command's options")
+            return None
         if options.target_rps <= 0:
             # Unpaced users would make this a plain fixed-users run under the wrong name.
             logger.error("the constant-throughput shape needs --target-rps > 0; stopping")
-            return None
-        if options.run_time and self.get_run_time() >= options.run_time:
             return None
         return options.num_users, options.spawn_rate

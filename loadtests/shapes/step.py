@@ -14,6 +14,8 @@ from typing import Any
 from locust import LoadTestShape, events
 from locust.env import Environment
 
+from loadtests.shape_options import options_while_running
+
 
 @events.init_command_line_parser.add_listener
 def _add_options(parser: Any, **_kwargs: Any) -> None:
@@ -40,16 +42,9 @@ class StepLoadShape(LoadTestShape):
     use_common_options = True
 
     def tick(self) -> tuple[int, float] | None:
-        """Users and spawn rate for now; None once ``--run-time`` is over.
-
-        Raises:
-            RuntimeError: Locust runs without its command line (as a library).
-        """
-        options = self.runner.environment.parsed_options if self.runner else None
+        """Users and spawn rate for now; None once ``--run-time`` is over."""
+        options = options_while_running(self, "step")
         if options is None:
-            raise RuntimeError("the step shape reads the locust command's options")
-        run_time = self.get_run_time()
-        if options.run_time and run_time >= options.run_time:
             return None
-        step = math.floor(run_time / options.step_time_s) + 1
+        step = math.floor(self.get_run_time() / options.step_time_s) + 1
         return min(step * options.step_users, options.num_users), options.spawn_rate
