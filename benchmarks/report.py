@@ -63,8 +63,9 @@ from report_output import Point, Section, markdown_table, write_report  # noqa: 
 from service.model_bundle import ModelBundle, load_bundle  # noqa: E402
 from service.tokenization import EncodedPair  # noqa: E402
 
-DEFAULT_CHECKPOINT = REPO_ROOT / "runs" / "sugar-v1" / "ranker"
-DEFAULT_FP32_ONNX = REPO_ROOT / "build" / "sugar-v1" / "ranker.fp32.onnx"
+# Where `make model` leaves the shipped model's run and its export build (RUN ?= runs/sugar).
+DEFAULT_CHECKPOINT = REPO_ROOT / "runs" / "sugar" / "ranker"
+DEFAULT_FP32_ONNX = REPO_ROOT / "build" / "sugar" / "ranker.fp32.onnx"
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "report.md"
 BUILTIN_REQUESTS = 200
 QUICK_REQUESTS = 24

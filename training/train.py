@@ -47,7 +47,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-length", type=int, default=256, help="ranker pair length in tokens")
     p.add_argument("--selector-max-length", type=int, default=96)
     p.add_argument("--epochs", type=int, default=4)
-    p.add_argument("--selector-epochs", type=int, default=2)
+    p.add_argument("--selector-epochs", type=int, default=4)
     p.add_argument("--lr", type=float, default=4e-5)
     p.add_argument("--selector-lr", type=float, default=4e-5)
     p.add_argument("--batch-examples", type=int, default=8, help="examples (lists of candidates) per step")

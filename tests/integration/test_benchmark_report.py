@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import REPO_ROOT
 
 from benchmarks import report
 from benchmarks.compute_limit import CpuInfo, ModelDims, flops_per_pair, peak_fp32, read_cpu
@@ -49,7 +48,7 @@ def test_flops_per_pair_matches_a_hand_count_for_a_tiny_config(tmp_path: Path) -
 
 
 def test_the_graph_gives_the_checkpoint_config_shapes(model_dir: Path) -> None:
-    checkpoint = REPO_ROOT / "runs" / "sugar-v1" / "ranker"
+    checkpoint = report.DEFAULT_CHECKPOINT
     if not (checkpoint / "config.json").is_file():
         pytest.skip(f"no fp32 checkpoint at {checkpoint} (python -m training.train)")
     expected = ModelDims.from_config(checkpoint)
