@@ -6,8 +6,9 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -110,3 +111,18 @@ def wait_ready(base_url: str, process: subprocess.Popen) -> None:
             pass
         time.sleep(0.2)
     raise AssertionError("server did not become ready")
+
+
+def launch_service(
+    args: Sequence[str], *, cwd: Path, stdout: Any = subprocess.PIPE
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``python -m service`` on a free loopback port with one ONNX thread; the process and its URL.
+
+    Its stderr goes where its stdout goes (a pipe by default; a file for a long run, since a
+    pipe nobody reads fills and stalls the server).
+    """
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "RANKER_ONNX__INTRA_OP_THREADS": "1"}
+    command = [sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", str(port), *args]
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=stdout, stderr=subprocess.STDOUT)
+    return process, f"http://127.0.0.1:{port}"

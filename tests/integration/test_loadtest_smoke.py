@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, free_port, wait_ready
+from helpers import REPO_ROOT, launch_service, wait_ready
 
 from loadtests.scenarios import SCENARIOS
 
@@ -26,16 +26,10 @@ REPORT_PREFIX = "smoke"  # --csv writes smoke_stats.csv, smoke_failures.csv, ...
 
 @pytest.fixture(scope="module")
 def server_url(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
     log_path = tmp_path_factory.mktemp("server") / "server.log"
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "RANKER_ONNX__INTRA_OP_THREADS": "1"}
-    command = [sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", str(port)]
     # The log goes to a file: a pipe nobody reads during the load would fill and stall the server.
     with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [*command, "--model", str(model_dir)], cwd=REPO_ROOT, env=env, stdout=log, stderr=log
-        )
-        base_url = f"http://127.0.0.1:{port}"
+        process, base_url = launch_service(["--model", str(model_dir)], cwd=REPO_ROOT, stdout=log)
         try:
             try:
                 wait_ready(base_url, process)

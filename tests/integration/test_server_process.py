@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
-from helpers import REPO_ROOT, free_port, real_model_dir, wait_ready, write_fake_bundle
+from helpers import launch_service, real_model_dir, wait_ready, write_fake_bundle
 
 pytestmark = pytest.mark.integration
 
@@ -25,17 +23,8 @@ def start_server(tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
         if model
         else ["--backend", "fake", "--model", str(write_fake_bundle(tmp_path))]
     )
-    port = free_port()
     # Started from another directory: the default paths must not depend on the cwd.
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "RANKER_ONNX__INTRA_OP_THREADS": "1"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", str(port), *args],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    return process, f"http://127.0.0.1:{port}"
+    return launch_service(args, cwd=tmp_path)
 
 
 def test_a_uvicorn_process_on_loopback_serves_rank(tmp_path: Path) -> None:
