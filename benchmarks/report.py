@@ -61,7 +61,7 @@ from compute_limit import (  # noqa: E402
 from report_output import Point, Section, markdown_table, write_report  # noqa: E402
 
 from service.model_bundle import ModelBundle, load_bundle  # noqa: E402
-from service.tokenization import EncodedPair  # noqa: E402
+from service.tokenization import DEFAULT_SPEAKER, EncodedPair, Turn, turn_text  # noqa: E402
 
 # Where `make model` leaves the shipped model's run and its export build (RUN ?= runs/sugar).
 DEFAULT_CHECKPOINT = REPO_ROOT / "runs" / "sugar" / "ranker"
@@ -141,7 +141,7 @@ def pair_texts(request: dict[str, Any], pairs: Sequence[EncodedPair], *, sep_tok
     separator's text as the special token, and tokenizing joined statements gives the ids of
     tokenizing them one by one (the pre-tokenizer splits on the spaces between them).
     """
-    turn = f"user: {request['context']}"
+    turn = turn_text(Turn(DEFAULT_SPEAKER, request["context"]))
     texts = []
     for candidate, pair in zip(request["candidates"], pairs, strict=True):
         statements = request["situations"][: pair.statements_kept]

@@ -74,6 +74,11 @@ class Batch:
         return {name: arrays[name] for name in input_names}
 
 
+def turn_text(turn: Turn) -> str:
+    """A context turn as the model reads it: ``speaker: text``."""
+    return f"{turn.speaker.strip() or DEFAULT_SPEAKER}: {turn.text}"
+
+
 def load_tokenizer(path: str | Path) -> Tokenizer:
     """Load a ``tokenizer.json`` (a file, or a directory that contains one)."""
     path = Path(path)
@@ -121,7 +126,7 @@ class PairEncoder:
         candidates: Sequence[str],
     ) -> list[EncodedPair]:
         """Encode one pair per candidate, sharing the context's tokenization across them."""
-        turn_ids = self._ids([f"{t.speaker.strip() or DEFAULT_SPEAKER}: {t.text}" for t in turns])
+        turn_ids = self._ids([turn_text(t) for t in turns])
         statement_ids = self._ids(statements)
         candidate_ids = self._ids(candidates)
         return [self._assemble(turn_ids, statement_ids, ids) for ids in candidate_ids]
