@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import random
 import socket
@@ -43,6 +42,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from service.model_bundle import load_bundle  # noqa: E402
 from service.tokenization import Turn  # noqa: E402
+from training.sugar import load_sugar  # noqa: E402
 
 SUGAR = REPO_ROOT.parent / "shared" / "data" / "sugar" / "sugar.jsonl"
 
@@ -51,9 +51,10 @@ def make_requests(count: int, seed: int = 0) -> list[dict[str, Any]]:
     """SUGAR-like ranking requests with 3 to 10 candidates."""
     rng = random.Random(seed)
     if SUGAR.is_file():
-        rows = [json.loads(line) for line in SUGAR.read_text().splitlines()[:400]]
-        replies = [row["r"] for row in rows] + [d["r"] for row in rows for d in row.get("r.distractors", [])]
-        examples = [(row["u"], row["s.sents"]) for row in rows]
+        rows = load_sugar(SUGAR)[:400]
+        # The gold replies first, then the distractor replies (the order the draws below rely on).
+        replies = [e.candidates[0] for e in rows] + [c for e in rows for c in e.candidates[1:]]
+        examples = [(e.request, list(e.statements)) for e in rows]
     else:
         replies = [f"Sure, I can help with that right away, option {i} is ready." for i in range(50)]
         examples = [
