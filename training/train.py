@@ -24,7 +24,7 @@ from service.calibration import Calibrator, sigmoid
 from service.selection import choose_statements
 from service.tokenization import PairEncoder
 from training import calibrate, metrics
-from training.backbone import backbone_dir, load_cross_encoder, seed_everything
+from training.backbone import backbone_dir, backbone_label, load_cross_encoder, seed_everything
 from training.ranker import Augmentation, encode_lists, ranking_metrics, score_lists, train_ranker
 from training.selector import (
     encode_selector_data,
@@ -207,7 +207,9 @@ def main(argv: list[str] | None = None) -> dict:
     }
     (out / "metrics.json").write_text(json.dumps(result, indent=2))
     (out / "config.json").write_text(
-        json.dumps({**vars(args), "backbone": backbone, "augmentation": asdict(aug)}, indent=2)
+        json.dumps(
+            {**vars(args), "backbone": backbone_label(args.backbone), "augmentation": asdict(aug)}, indent=2
+        )
     )
     print(json.dumps({"dev": dev_metrics, "train_seconds": result["train_seconds"]}, indent=2))
     return result

@@ -151,6 +151,8 @@ def test_training_smoke_run_writes_a_usable_run_directory(tmp_path, shared_data)
     assert not set(split["test"]) & (set(split["train"]) | set(split["dev"]))
     assert result["examples"]["train"] == 16
     assert all(np.isfinite(v) for v in result["dev"].values() if isinstance(v, float))
+    # The packaged backbone is named, not located: a venv path would leak into shipped metadata.
+    assert not Path(json.loads((out / "config.json").read_text())["backbone"]).is_absolute()
 
 
 def test_shipped_metadata_names_its_data_and_limits(model_dir):
@@ -161,3 +163,4 @@ def test_shipped_metadata_names_its_data_and_limits(model_dir):
     assert meta["max_length"] >= 128
     total_mb = sum(f.stat().st_size for f in Path(model_dir).iterdir()) / 2**20
     assert total_mb < 60
+    assert not Path(meta["training_config"]["backbone"]).is_absolute()
