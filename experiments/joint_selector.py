@@ -1,6 +1,6 @@
 """A joint statement selector: the request and all statements in one sequence, on dev.
 
-    .venv/bin/python -m experiments.joint_selector            # 4 epochs, about 12 minutes here
+    .venv/bin/python -m experiments.joint_selector            # 4 epochs, about 13 minutes here
 
 The pairwise selector the service ships reads (request, statement) pairs one by one, so it
 cannot see that SUGAR's relevant statements describe one coherent scene. This variant reads
