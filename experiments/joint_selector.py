@@ -24,8 +24,8 @@ from transformers import AutoModelForTokenClassification
 
 from experiments.common import evaluator, report, splits
 from service.selection import choose_statements
-from service.tokenization import Turn, load_tokenizer, turn_text
-from training.backbone import backbone_dir, make_optimizer, optimizer_step, seed_everything
+from service.tokenization import EncodedPair, PairEncoder, Turn, turn_text
+from training.backbone import backbone_dir, make_optimizer, optimizer_step, seed_everything, to_tensors
 from training.calibrate import fit_platt
 from training.sugar import SugarExample
 
@@ -37,42 +37,27 @@ class ListEncoder:
     """Packs a request's statements into as few windows of ``max_length`` tokens as fit."""
 
     def __init__(self, max_length: int) -> None:
-        self.tok = load_tokenizer(backbone_dir())
-        self.max_length = max_length
-        self.cls, self.sep, self.pad_id = (self.tok.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]"))
-
-    def _ids(self, texts: Sequence[str]) -> list[list[int]]:
-        return [e.ids for e in self.tok.encode_batch(list(texts), add_special_tokens=False)]
+        # The serving encoder's tokenizer, special ids and padding; only the layout is new here.
+        self.pair_encoder = PairEncoder.from_file(backbone_dir(), max_length=max_length)
 
     def encode(self, request: str, statements: Sequence[str]) -> list[Window]:
-        head = [self.cls, *self._ids([turn_text(Turn("user", request))])[0][:64], self.sep]
+        enc = self.pair_encoder
+        head = [enc.cls_id, *enc._ids([turn_text(Turn("user", request))])[0][:64], enc.sep_id]
         windows: list[Window] = []
-        for j, ids in enumerate(self._ids(statements) if statements else []):
+        for j, ids in enumerate(enc._ids(statements)):
             ids = ids[:40]
-            if not windows or len(windows[-1][0]) + len(ids) + 1 > self.max_length:
+            if not windows or len(windows[-1][0]) + len(ids) + 1 > enc.max_length:
                 windows.append((list(head), [0] * len(head), [], []))
             tokens, types, spans, index = windows[-1]
             spans.append((len(tokens), len(tokens) + len(ids)))
             index.append(j)
-            tokens.extend([*ids, self.sep])
+            tokens.extend([*ids, enc.sep_id])
             types.extend([1] * (len(ids) + 1))
         return windows
 
     def pad(self, windows: Sequence[Window]) -> dict[str, torch.Tensor]:
-        length = max(len(w[0]) for w in windows)
-        ids = np.full((len(windows), length), self.pad_id)
-        mask, types = np.zeros_like(ids), np.zeros_like(ids)
-        for row, (tokens, token_types, _, _) in enumerate(windows):
-            ids[row, : len(tokens)], mask[row, : len(tokens)], types[row, : len(tokens)] = (
-                tokens,
-                1,
-                token_types,
-            )
-        return {
-            "input_ids": torch.from_numpy(ids),
-            "attention_mask": torch.from_numpy(mask),
-            "token_type_ids": torch.from_numpy(types),
-        }
+        pairs = [EncodedPair(w[0], w[1], turns_kept=1, statements_kept=len(w[2])) for w in windows]
+        return to_tensors(self.pair_encoder, pairs)
 
 
 def training_list(e: SugarExample, rng: random.Random) -> tuple[list[str], list[int]]:
