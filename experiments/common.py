@@ -19,9 +19,10 @@ SUGAR = Path("../shared/data/sugar/sugar.jsonl")
 MODEL = Path("models/sugar-minilm-l6")
 
 
-def splits(seed: int = 13) -> tuple[list[SugarExample], list[SugarExample]]:
+def splits() -> tuple[list[SugarExample], list[SugarExample]]:
     """The train and dev examples of the shipped model's split (the test split is never read)."""
     examples = load_sugar(SUGAR)
+    seed = int(load_bundle(MODEL).metadata["training_data"]["split_seed"])
     ids = split_indices(examples, seed=seed)
     return select(examples, ids["train"]), select(examples, ids["dev"])
 
@@ -29,6 +30,13 @@ def splits(seed: int = 13) -> tuple[list[SugarExample], list[SugarExample]]:
 def evaluator() -> Evaluator:
     """The shipped model's graphs, run as the service runs them."""
     return Evaluator(load_bundle(MODEL))
+
+
+def shipped_relevance(ev: Evaluator, dev: Sequence[SugarExample]) -> list[np.ndarray]:
+    """The shipped selector's calibrated relevance of each dev example's 12 statements."""
+    spec = ev.bundle.selector
+    assert spec is not None
+    return [spec.calibration(z) for z in ev.selector_logits(dev, "u+S")]
 
 
 def report(

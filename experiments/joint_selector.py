@@ -22,11 +22,11 @@ import numpy as np
 import torch
 from transformers import AutoModelForTokenClassification
 
-from experiments.common import evaluator, report, splits
+from experiments.common import evaluator, report, shipped_relevance, splits
 from service.selection import choose_statements
 from service.tokenization import EncodedPair, PairEncoder, Turn, turn_text
 from training.backbone import backbone_dir, make_optimizer, optimizer_step, seed_everything, to_tensors
-from training.calibrate import fit_platt
+from training.selector import fit_relevance_calibration
 from training.sugar import SugarExample
 
 #: (token ids, token type ids, token spans of its statements, their indices in the request)
@@ -103,7 +103,6 @@ def main() -> None:
     batch = 16
     optimizer, schedule = make_optimizer(model, lr=5e-5, total_steps=args.epochs * -(-len(train) // batch))
     rng = random.Random(13)
-    dev_gold = np.concatenate([[int(i in e.gold) for i in range(len(e.statements))] for e in dev])
     for epoch in range(args.epochs):
         model.train()
         order = list(range(len(train)))
@@ -126,11 +125,9 @@ def main() -> None:
             optimizer_step(model, optimizer, schedule, loss)
         print(f"epoch {epoch + 1} done, last loss {loss.item():.3f}", flush=True)
     joint = statement_logits(model, enc, dev)
-    cal = fit_platt(np.concatenate(joint), dev_gold)
+    cal = fit_relevance_calibration(joint, dev)
     ev = evaluator()
-    spec = ev.bundle.selector
-    assert spec is not None
-    pairwise = [spec.calibration(z) for z in ev.selector_logits(dev, "u+S")]
+    pairwise = shipped_relevance(ev, dev)
     for t in (0.4, 0.5):
         report(
             f"pairwise (shipped), threshold {t}",

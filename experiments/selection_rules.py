@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from experiments.common import evaluator, report, splits
+from experiments.common import evaluator, report, shipped_relevance, splits
 from service.selection import choose_statements
 
 
 def main() -> None:
     _, dev = splits()
     ev = evaluator()
-    spec = ev.bundle.selector
-    assert spec is not None
-    relevance = [spec.calibration(z) for z in ev.selector_logits(dev, "u+S")]
+    relevance = shipped_relevance(ev, dev)
 
     def by_threshold(t: float, min_keep: int = 1) -> list[list[int]]:
         return [choose_statements(r, threshold=t, min_keep=min_keep) for r in relevance]

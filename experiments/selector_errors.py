@@ -13,22 +13,16 @@ from __future__ import annotations
 import collections
 
 from experiments.common import evaluator, report, splits
-from service.selection import choose_statements
 
 
 def main() -> None:
     train, dev = splits()
     ev = evaluator()
-    spec = ev.bundle.selector
-    assert spec is not None
     seen: dict[tuple[str, str], set[bool]] = collections.defaultdict(set)
     for e in train:
         for i, s in enumerate(e.statements):
             seen[(e.request, s)].add(i in e.gold)
-    kept = [
-        choose_statements(spec.calibration(z), threshold=spec.threshold, min_keep=spec.min_keep)
-        for z in ev.selector_logits(dev, "u+S")
-    ]
+    kept = ev.selected(dev, "u+S")
     classes: collections.Counter = collections.Counter()
     names = {frozenset(): "unseen", frozenset({True}): "seen gold", frozenset({False}): "seen non-gold"}
     for e, k in zip(dev, kept, strict=True):
