@@ -11,8 +11,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.api import health
-from service.api.middleware import REQUEST_ID_HEADER, RequestContextMiddleware
+from service.api import docs, health
+from service.api.auth import AccessPolicy
+from service.api.middleware import REQUEST_ID_HEADER, RequestContextMiddleware, error_response
 from service.api.rank import build_rank_router
 from service.backends import build_backend
 from service.errors import (
@@ -23,7 +24,6 @@ from service.errors import (
     NotFound,
     RankerError,
     error_body,
-    status_and_type,
 )
 from service.metrics import Metrics
 from service.runtime import BackendFactory, Runtime
@@ -35,9 +35,16 @@ logger = logging.getLogger(__name__)
 MAX_LISTED_ERRORS = 5
 
 
-def create_app(settings: Settings, *, backend_factory: BackendFactory = build_backend) -> FastAPI:
-    """A ranking app; the model loads in its lifespan (``/readyz`` is 503 until then)."""
-    metrics = Metrics(generators=settings.ranking.generators)
+def create_app(
+    settings: Settings, *, backend_factory: BackendFactory = build_backend, metrics: Metrics | None = None
+) -> FastAPI:
+    """A ranking app; the model loads in its lifespan (``/readyz`` is 503 until then).
+
+    Raises:
+        KeyFileError: a configured API key file cannot be read or holds no key.
+    """
+    metrics = metrics or Metrics(generators=settings.ranking.generators)
+    access = AccessPolicy.from_settings(settings.auth)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -53,16 +60,26 @@ def create_app(settings: Settings, *, backend_factory: BackendFactory = build_ba
         version="0.1.0",
         summary="Calibrated scores for dialogue response candidates, with guideline masks.",
         lifespan=lifespan,
+        # The default pages load their scripts from a CDN: docs.install serves them from local files.
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/openapi.json" if settings.server.docs else None,
     )
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.runtime = None
     app.add_middleware(
-        RequestContextMiddleware, metrics=metrics, max_body_bytes=settings.limits.max_body_bytes
+        RequestContextMiddleware,
+        metrics=metrics,
+        max_body_bytes=settings.limits.max_body_bytes,
+        read_timeout_s=settings.server.read_timeout_s,
+        access=access,
     )
     _install_error_handlers(app, metrics)
     app.include_router(build_rank_router(settings.limits))
     app.include_router(health.router)
+    if settings.server.docs:
+        docs.install(app)
     return app
 
 
@@ -72,10 +89,7 @@ def _request_id(request: Request) -> str:
 
 def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
     def respond(request: Request, error: RankerError) -> JSONResponse:
-        status, error_type = status_and_type(error)
-        metrics.errors.labels(error_type).inc()
-        body = error_body(error_type, error.message, _request_id(request))
-        return JSONResponse(body, status_code=status, headers=error.headers or None)
+        return error_response(error, _request_id(request), metrics)
 
     @app.exception_handler(RankerError)
     async def ranker_error(request: Request, error: RankerError) -> JSONResponse:
@@ -91,7 +105,11 @@ def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
         if error.status_code == 404:
             translated = NotFound(f"no route {request.url.path}")
         elif error.status_code == 405:
-            translated = MethodNotAllowed(f"{request.method} is not allowed on {request.url.path}")
+            allow = (error.headers or {}).get("Allow", "")
+            translated = MethodNotAllowed(
+                f"{request.method} is not allowed on {request.url.path}; allowed: {allow}",
+                headers={"Allow": allow},
+            )
         elif error.status_code == 400:
             translated = MalformedRequest("body: cannot be read")
         else:

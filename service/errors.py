@@ -41,6 +41,24 @@ class PayloadTooLarge(RankerError):
     """The body is over the configured size limit."""
 
 
+class RequestTimeout(RankerError):
+    """The body did not arrive within the read timeout; the connection is closed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, headers={"Connection": "close"})
+
+
+class UnsupportedMediaType(RankerError):
+    """The body is not JSON (by its content type)."""
+
+
+class Unauthorized(RankerError):
+    """No valid API key (``Authorization: Bearer <key>``) on a route that needs one."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, headers={"WWW-Authenticate": "Bearer"})
+
+
 class NotFound(RankerError):
     """No such route."""
 
@@ -50,7 +68,7 @@ class MethodNotAllowed(RankerError):
 
 
 class Overloaded(RankerError):
-    """The batching queue is full: the client should retry later."""
+    """The request cannot be served within its deadline (or the queue is full): retry later."""
 
     def __init__(self, message: str, *, retry_after_s: int = 1) -> None:
         super().__init__(message, headers={"Retry-After": str(retry_after_s)})
@@ -60,8 +78,15 @@ class NotReady(RankerError):
     """The model is still loading or the service is shutting down."""
 
 
+class OverCapacity(RankerError):
+    """The server holds its most concurrent connections; the connection is closed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, headers={"Connection": "close"})
+
+
 class BackendUnavailable(RankerError):
-    """The inference backend cannot be reached or refuses work."""
+    """The inference backend cannot be reached, refuses work, or its circuit breaker is open."""
 
 
 class BackendTimeout(RankerError):
@@ -76,14 +101,18 @@ class BackendError(RankerError):
 ERROR_TABLE: dict[type[RankerError], tuple[int, str]] = {
     RankerError: (500, "internal_error"),
     MalformedRequest: (400, "malformed_request"),
+    Unauthorized: (401, "unauthorized"),
     NotFound: (404, "not_found"),
     MethodNotAllowed: (405, "method_not_allowed"),
+    RequestTimeout: (408, "request_timeout"),
     PayloadTooLarge: (413, "payload_too_large"),
+    UnsupportedMediaType: (415, "unsupported_media_type"),
     InvalidInput: (422, "invalid_input"),
     UnknownIntent: (422, "unknown_intent"),
     Overloaded: (429, "overloaded"),
     BackendError: (502, "backend_error"),
     NotReady: (503, "not_ready"),
+    OverCapacity: (503, "over_capacity"),
     BackendUnavailable: (503, "backend_unavailable"),
     BackendTimeout: (504, "backend_timeout"),
 }

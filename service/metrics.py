@@ -57,7 +57,11 @@ class Metrics:
             f"{p}_request_candidates", "Candidates per ranking request.", buckets=COUNT_BUCKETS, registry=r
         )
         self.batch_pairs = Histogram(
-            f"{p}_batch_pairs", "Pairs per batch.", ["model"], buckets=COUNT_BUCKETS, registry=r
+            f"{p}_batch_pairs",
+            "Pairs per backend call (its sum counts every pair computed).",
+            ["model"],
+            buckets=COUNT_BUCKETS,
+            registry=r,
         )
         self.batch_tokens = Histogram(
             f"{p}_batch_tokens",
@@ -82,7 +86,35 @@ class Metrics:
         )
         self.queue_pairs = Gauge(f"{p}_queue_pairs", "Pairs waiting for a batch.", ["model"], registry=r)
         self.batch_failures = Counter(
-            f"{p}_batch_failures_total", "Batches whose backend call failed.", ["model"], registry=r
+            f"{p}_batch_failures_total",
+            "Backend calls that failed (isolation retries included).",
+            ["model"],
+            registry=r,
+        )
+        self.failed_pairs = Counter(
+            f"{p}_failed_pairs_total", "Pairs that failed even in a backend call of their own.", ["model"],
+            registry=r,
+        )  # fmt: skip
+        self.dropped_pairs = Counter(
+            f"{p}_dropped_pairs_total",
+            "Queued pairs never computed: their request was cancelled (client gone) or expired.",
+            ["model", "reason"],
+            registry=r,
+        )
+        self.estimated_wait = Gauge(
+            f"{p}_estimated_wait_seconds",
+            "Estimated wait of a new pair at the measured backend speed (admission uses it).",
+            ["model"],
+            registry=r,
+        )
+        self.breaker_open = Gauge(
+            f"{p}_circuit_open", "1 while the backend's circuit breaker is open.", ["model"], registry=r
+        )
+        self.connections = Gauge(f"{p}_open_connections", "Open HTTP connections.", registry=r)
+        self.client_disconnects = Counter(
+            f"{p}_client_disconnects_total",
+            "Requests cancelled because the client went away before the response.",
+            registry=r,
         )
         self.tokenization_duration = Histogram(
             f"{p}_tokenization_duration_seconds",

@@ -41,6 +41,8 @@ class OnnxModelSpec:
     max_length: int
     #: Which model of the bundle this is: ``ranker`` or ``selector`` (a remote backend's model name).
     role: str = "ranker"
+    #: The bundle's tokenizer (the fake backend's poison text is matched as these token ids).
+    tokenizer_path: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,12 @@ def _require_file(directory: Path, name: str) -> Path:
 
 
 def _onnx_spec(
-    directory: Path, spec: dict[str, Any], *, default_max_length: int, role: str = "ranker"
+    directory: Path,
+    spec: dict[str, Any],
+    *,
+    default_max_length: int,
+    tokenizer: Path,
+    role: str = "ranker",
 ) -> OnnxModelSpec:
     return OnnxModelSpec(
         path=_require_file(directory, spec["file"]),
@@ -103,6 +110,7 @@ def _onnx_spec(
         output_name=str(spec.get("output", "logits")),
         max_length=int(spec.get("max_length", default_max_length)),
         role=role,
+        tokenizer_path=tokenizer,
     )
 
 
@@ -117,13 +125,18 @@ def load_bundle(directory: str | Path) -> ModelBundle:
     try:
         meta = json.loads(meta_path.read_text())
         max_length = int(meta["max_length"])
-        ranker = _onnx_spec(directory, meta["ranker"], default_max_length=max_length)
+        tokenizer = _require_file(directory, meta.get("tokenizer", "tokenizer.json"))
+        ranker = _onnx_spec(directory, meta["ranker"], default_max_length=max_length, tokenizer=tokenizer)
         selector = None
         if meta.get("selector"):
             sel = meta["selector"]
             selector = SelectorSpec(
                 model=_onnx_spec(
-                    directory, sel, default_max_length=int(sel.get("max_length", 96)), role="selector"
+                    directory,
+                    sel,
+                    default_max_length=int(sel.get("max_length", 96)),
+                    tokenizer=tokenizer,
+                    role="selector",
                 ),
                 calibration=Calibrator.from_dict(sel["calibration"]),
                 threshold=float(sel["threshold"]),
@@ -134,7 +147,7 @@ def load_bundle(directory: str | Path) -> ModelBundle:
             name=str(meta["name"]),
             version=str(meta["version"]),
             ranker=ranker,
-            tokenizer_path=_require_file(directory, meta.get("tokenizer", "tokenizer.json")),
+            tokenizer_path=tokenizer,
             calibration=Calibrator.from_dict(meta["calibration"]),
             threshold=float(meta["threshold"]),
             selector=selector,

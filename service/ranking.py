@@ -1,15 +1,16 @@
 """The Ranker: one ranking request from statements to a calibrated, masked ranking.
 
-Steps: guideline check -> statement selection (when the bundle has a selector) -> pair
-encoding (off the event loop) -> batching with other requests' pairs -> calibration ->
-masking -> abstention. It takes and returns plain dataclasses; the API layer maps them to its
-schemas, so this module knows nothing of HTTP.
+Steps: guideline check -> admission (will it finish before its deadline?) -> statement
+selection (when the bundle has a selector) -> pair encoding (off the event loop) -> batching
+with other requests' pairs -> calibration -> masking -> abstention. It takes and returns plain
+dataclasses; the API layer maps them to its schemas, so this module knows nothing of HTTP.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -17,6 +18,7 @@ from enum import StrEnum
 import numpy as np
 
 from service.batching import Scorer
+from service.batching.admission import admit
 from service.encoding import OffLoopEncoder
 from service.errors import BackendTimeout
 from service.guidelines import Guidelines, MaskReason
@@ -109,6 +111,7 @@ class Ranker:
         settings: RankingSettings,
         request_timeout_s: float,
         selector: StatementSelector | None = None,
+        admission_margin: float = 1.0,
     ) -> None:
         self.bundle = bundle
         self.encoder = encoder
@@ -118,16 +121,23 @@ class Ranker:
         self.settings = settings
         self.request_timeout_s = request_timeout_s
         self.selector = selector
+        self.admission_margin = admission_margin
 
-    async def rank(self, query: RankQuery) -> RankResult:
+    async def rank(self, query: RankQuery, *, timeout_s: float | None = None) -> RankResult:
         """Score, mask and order the query's candidates.
+
+        Args:
+            query: the request.
+            timeout_s: the client's deadline, capped by the configured request timeout.
 
         Raises:
             UnknownIntent: the intent is not in the guidelines.
-            Overloaded: the batching queue is full.
-            BackendTimeout: scores did not come back within the request timeout.
+            Overloaded: the request would not be scored before its deadline, or a queue is full.
+            BackendTimeout: scores did not come back before the deadline.
             BackendError, BackendUnavailable: the backend failed.
         """
+        timeout = self.request_timeout_s if timeout_s is None else min(timeout_s, self.request_timeout_s)
+        deadline = time.perf_counter() + timeout
         reasons = self._mask_reasons(query)
         if self.settings.log_request_text:
             logger.info(
@@ -137,17 +147,35 @@ class Ranker:
                 [c.text for c in query.candidates],
             )
         scored = [i for i, reason in enumerate(reasons) if reason is None or query.mask_mode is MaskMode.SOFT]
+        self._admit(query, len(scored), deadline)
         try:
-            async with asyncio.timeout(self.request_timeout_s):
-                statements_used = await self._statements(query)
+            async with asyncio.timeout(timeout):
+                statements_used = await self._statements(query, deadline)
                 statements = [query.situations[i] for i in statements_used]
                 pairs = await self.encoder.encode(
                     query.turns, statements, [query.candidates[i].text for i in scored]
                 )
-                logits = await self.batcher.score(pairs)
+                logits = await self.batcher.score(pairs, deadline=deadline)
         except TimeoutError:
-            raise BackendTimeout(f"no scores within {self.request_timeout_s:g} s") from None
+            raise BackendTimeout(f"no scores within {timeout:g} s") from None
         return self._result(query, reasons, scored, logits, statements_used)
+
+    def _admit(self, query: RankQuery, candidates: int, deadline: float) -> None:
+        """Refuse at once (before any encoding) a request whose stages cannot finish in time.
+
+        The wait is the sum of both stages' queues plus this request's own pairs: conservative,
+        since the two stages share the CPU.
+        """
+        waits = [self.batcher.estimated_wait_s(pairs=candidates)]
+        if self._selects(query) and self.selector is not None:
+            waits.append(self.selector.batcher.estimated_wait_s(pairs=len(query.situations)))
+        known = [w for w in waits if w is not None]
+        admit(
+            wait_s=sum(known) if known else None,
+            remaining_s=deadline - time.perf_counter(),
+            margin=self.admission_margin,
+            what="ranking",
+        )
 
     def _mask_reasons(self, query: RankQuery) -> list[MaskReason | None]:
         if query.intent is None:
@@ -157,10 +185,13 @@ class Ranker:
             return [None] * len(query.candidates)
         return [self.guidelines.mask_reason(query.intent, c.action) for c in query.candidates]
 
-    async def _statements(self, query: RankQuery) -> list[int]:
-        if self.selector is None or not query.select_statements or not query.situations:
+    def _selects(self, query: RankQuery) -> bool:
+        return self.selector is not None and query.select_statements and bool(query.situations)
+
+    async def _statements(self, query: RankQuery, deadline: float) -> list[int]:
+        if self.selector is None or not self._selects(query):
             return list(range(len(query.situations)))
-        return await self.selector.select(query.turns, query.situations)
+        return await self.selector.select(query.turns, query.situations, deadline=deadline)
 
     def _result(
         self,

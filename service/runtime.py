@@ -83,7 +83,7 @@ class Runtime:
                         batching = batching.model_copy(update={"sub_batch_pairs": need})
                     batcher = Batcher(
                         backend=backend, pad=encoder.pad, settings=batching, executor=executor,
-                        metrics=metrics, model=model, max_length=encoder_max,
+                        metrics=metrics, model=model, max_length=encoder_max, breaker=settings.breaker,
                     )  # fmt: skip
                 await batcher.start()
                 batchers.append(batcher)
@@ -120,6 +120,7 @@ class Runtime:
                 settings=settings.ranking,
                 request_timeout_s=settings.limits.request_timeout_s,
                 selector=selector,
+                admission_margin=settings.batching.admission_margin,
             )
         except BaseException:
             await _close(batchers, backends, executor)
@@ -137,7 +138,9 @@ class Runtime:
         return cls(settings, executor, bundle, ranker, backends, batchers)
 
     async def healthy(self) -> bool:
-        """True when every backend answers its probe."""
+        """True when no circuit breaker is open and every backend answers its probe."""
+        if not all(batcher.available() for batcher in self.batchers):
+            return False
         loop = asyncio.get_running_loop()
         for backend in self.backends:
             if is_remote(backend):

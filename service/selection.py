@@ -37,16 +37,18 @@ class StatementSelector:
         self.batcher = batcher
         self.metrics = metrics
 
-    async def select(self, turns: Sequence[Turn], statements: Sequence[str]) -> list[int]:
+    async def select(
+        self, turns: Sequence[Turn], statements: Sequence[str], *, deadline: float | None = None
+    ) -> list[int]:
         """Original indices of the kept statements, most relevant first.
 
         Raises:
-            Overloaded, BackendError, BackendUnavailable: from the selector's batcher.
+            Overloaded, BackendError, BackendUnavailable, BackendTimeout: from the selector's batcher.
         """
         if not statements:
             return []
         pairs = await self.encoder.encode(turns, [], statements)
-        relevance = self.spec.calibration(await self.batcher.score(pairs))
+        relevance = self.spec.calibration(await self.batcher.score(pairs, deadline=deadline))
         kept = choose_statements(relevance, threshold=self.spec.threshold, min_keep=self.spec.min_keep)
         self.metrics.statements.labels("given").inc(len(statements))
         self.metrics.statements.labels("kept").inc(len(kept))

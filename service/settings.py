@@ -45,6 +45,62 @@ class BatchingSettings(BaseModel):
     pad_to_multiple: int = Field(
         1, ge=1, le=512, description="Pad each backend call to a multiple of this length (a length bucket)."
     )
+    admission_margin: float = Field(
+        0.8,
+        gt=0.0,
+        le=1.0,
+        description="A request is admitted only when the queues' estimated wait plus its own work fits in "
+        "this share of the time left to its deadline (the rest absorbs estimate error); else 429.",
+    )
+
+
+class BreakerSettings(BaseModel):
+    """Backend health: failed calls are retried in halves; a backend that keeps failing is cut off."""
+
+    failure_threshold: int = Field(
+        5,
+        ge=0,
+        description="Consecutive batches in which every pair failed that open the circuit breaker "
+        "(0: never open it).",
+    )
+    cooldown_s: float = Field(
+        5.0, gt=0.0, description="An open breaker answers 503 this long, then lets one trial batch through."
+    )
+    traceback_interval_s: float = Field(
+        60.0, ge=0.0, description="At most one failure traceback in the logs per this many seconds."
+    )
+
+
+class ServerSettings(BaseModel):
+    """Connection hygiene of the HTTP server."""
+
+    read_timeout_s: float = Field(
+        10.0,
+        gt=0.0,
+        le=30.0,
+        description="A request whose headers or body have not arrived this long after it started gets 408 "
+        "and its connection is closed.",
+    )
+    keep_alive_timeout_s: int = Field(
+        5, ge=1, description="An idle keep-alive connection is closed after this many seconds."
+    )
+    max_connections: int = Field(
+        1000, ge=1, description="Open connections at most; a request beyond them gets 503 and is closed."
+    )
+    docs: bool = Field(True, description="Serve /docs (Swagger UI from local files) and /openapi.json.")
+
+
+class AuthSettings(BaseModel):
+    """API keys: files of one key per line (blank lines and ``#`` comments ignored)."""
+
+    api_keys_file: Path | None = Field(
+        None,
+        description="When set, /rank and every other scoring route need `Authorization: Bearer <key>` with "
+        "a key of this file (401 otherwise); /healthz and /readyz stay open.",
+    )
+    metrics_keys_file: Path | None = Field(
+        None, description="When set, /metrics needs a key of this file (a scraper's own key)."
+    )
 
 
 class LimitsSettings(BaseModel):
@@ -58,7 +114,10 @@ class LimitsSettings(BaseModel):
     )
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest request body accepted.")
     request_timeout_s: float = Field(
-        10.0, gt=0, description="A request waiting this long for scores gets 504."
+        10.0,
+        gt=0,
+        description="A request's deadline: waiting this long for scores gets 504. A client may shorten it "
+        "with the X-Request-Timeout-S header, never lengthen it.",
     )
 
 
@@ -110,6 +169,9 @@ class FakeSettings(BaseModel):
 
     latency_s: float = Field(0.0, ge=0.0, description="Sleep this long in every backend call.")
     fail_every_n_batches: int = Field(0, ge=0, description="Fail every n-th backend call (0: never).")
+    fail_on_text: str | None = Field(
+        None, description="Fail every backend call holding a pair whose text contains this (poison pairs)."
+    )
 
 
 class RankingSettings(BaseModel):
@@ -160,7 +222,10 @@ class Settings(BaseSettings):
         4, ge=2, le=256, description="Threads for tokenization and backend calls (off the event loop)."
     )
     batching: BatchingSettings = Field(default_factory=BatchingSettings)
+    breaker: BreakerSettings = Field(default_factory=BreakerSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
     onnx: OnnxSettings = Field(default_factory=OnnxSettings)
     triton: TritonSettings = Field(default_factory=TritonSettings)
     triton_url: str | None = Field(

@@ -20,8 +20,16 @@ from service.settings import LimitsSettings
 from service.tokenization import DEFAULT_SPEAKER, Turn
 
 _DEFAULTS = LimitsSettings()
-#: At least one non-space character (pydantic patterns search, they do not anchor).
-NON_BLANK = r"\S"
+#: At least one visible character: not white space, a control character (C0, C1, NUL), a
+#: zero-width or other format character (soft hyphen, ZWSP/ZWJ/ZWNJ, direction marks, word
+#: joiner, BOM...). Patterns search, they do not anchor. Written as explicit code-point ranges,
+#: not ``\s``, because JSON Schema validators (ECMAScript), Python and pydantic's Rust engine each
+#: define ``\s`` differently (U+0085 is space to Python and Rust, not to ECMAScript): with explicit
+#: ranges the published schema and the server reject exactly the same texts.
+NON_BLANK = (
+    r"[^\u0000-\u0020\u007f-\u00a0\u00ad\u034f\u061c\u115f\u1160\u1680\u180e"
+    r"\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb]"
+)
 Name = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=NON_BLANK)]
 
 
@@ -77,9 +85,16 @@ class RankRequest(BaseModel):
     )
     intent: Name | None = Field(None, description="Customer intent (ABCD subflow): turns on masking.")
     mask_mode: MaskMode = Field(MaskMode.HARD, description="hard: remove, soft: penalise and flag, off.")
-    top_k: int | None = Field(None, ge=1, description="Return at most this many ranked candidates.")
-    min_score: float | None = Field(None, ge=0.0, le=1.0, description="Abstention threshold override.")
-    select_statements: bool = Field(True, description="Let the model's statement selector filter situations.")
+    # Strict: JSON true is not 1, and 0 or "yes" is not a boolean (the schema says so too).
+    top_k: int | None = Field(
+        None, ge=1, strict=True, description="Return at most this many ranked candidates."
+    )
+    min_score: float | None = Field(
+        None, ge=0.0, le=1.0, strict=True, description="Abstention threshold override."
+    )
+    select_statements: bool = Field(
+        True, strict=True, description="Let the model's statement selector filter situations."
+    )
 
     _context_from_string = field_validator("context", mode="before")(_turns_from_string)
     _candidates_from_strings = field_validator("candidates", mode="before")(_candidates_from_strings)

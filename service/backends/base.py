@@ -97,10 +97,13 @@ def build_backend(settings: Settings, spec: OnnxModelSpec) -> AnyBackend:
             inter_op_threads=settings.onnx.inter_op_threads,
         )
     if settings.backend == "fake":
-        from service.backends.fake import FakeBackend
+        from service.backends.fake import FakeBackend, poison_ids
 
+        fake = settings.fake
         return FakeBackend(
-            latency_s=settings.fake.latency_s, fail_every_n_batches=settings.fake.fail_every_n_batches
+            latency_s=fake.latency_s,
+            fail_every_n_batches=fake.fail_every_n_batches,
+            fail_on_ids=poison_ids(fake.fail_on_text, spec.tokenizer_path) if fake.fail_on_text else (),
         )
     from service.backends.triton import TritonBackend
 

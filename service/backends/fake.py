@@ -2,7 +2,9 @@
 
 A pair's logit depends only on its own real tokens (never on padding or batch neighbours), so
 the fake is batch-invariant exactly like a correct model must be. Tests may pass ``score_fn`` to
-choose logits from the tokens.
+choose logits from the tokens. Failures are injected two ways: every n-th call, or every call
+that holds a "poison" pair (one whose tokens contain ``fail_on_ids``), so that a test can check
+that only the requests holding a poison pair fail.
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
+from tokenizers import Tokenizer
 
 from service.errors import BackendError, BackendUnavailable
 from service.tokenization import Batch
@@ -39,9 +43,11 @@ class FakeBackend:
         latency_s: float = 0.0,
         fail_every_n_batches: int = 0,
         score_fn: ScoreFn = hashed_logit,
+        fail_on_ids: Sequence[int] = (),
     ) -> None:
         self.latency_s = latency_s
         self.fail_every_n_batches = fail_every_n_batches
+        self.fail_on_ids = list(fail_on_ids)
         self.score_fn = score_fn
         self.healthy = True
         self.calls = 0
@@ -75,4 +81,21 @@ class FakeBackend:
             raise BackendError(f"fake backend failure on call {call}")
         pairs = zip(batch.input_ids, batch.attention_mask, strict=True)
         rows = [ids[mask.astype(bool)].tolist() for ids, mask in pairs]
+        if self.fail_on_ids and any(_contains(row, self.fail_on_ids) for row in rows):
+            raise BackendError(f"fake backend failure on call {call}: a poison pair")
         return np.array([self.score_fn(row) for row in rows], dtype=np.float32)
+
+
+def _contains(row: list[int], needle: list[int]) -> bool:
+    width = len(needle)
+    return any(row[i : i + width] == needle for i in range(len(row) - width + 1))
+
+
+def poison_ids(text: str, tokenizer_path: Path | None) -> list[int]:
+    """The token ids of ``text`` as they stand inside a pair (no special tokens)."""
+    if tokenizer_path is None:
+        raise ValueError("fail_on_text needs the bundle's tokenizer")
+    ids: list[int] = Tokenizer.from_file(str(tokenizer_path)).encode(text, add_special_tokens=False).ids
+    if not ids:
+        raise ValueError(f"fail_on_text {text!r} has no tokens")
+    return ids

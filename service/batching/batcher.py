@@ -3,9 +3,22 @@
 A batch closes when it holds ``max_pairs`` pairs, ``max_tokens`` tokens, or ``max_wait_s``
 after its oldest pair arrived. Inside a batch pairs are sorted by length (less padding) and,
 when ``sub_batch_pairs`` is set, run as several backend calls, each padded to a multiple of
-``pad_to_multiple``. Padding and the backend call run on an executor thread. Exactly one logit
-goes back per pair; when a batch fails, every waiter of that batch gets the same error, and the
-worker logs, counts and goes on with the next batch.
+``pad_to_multiple``. Padding and each backend call run on an executor thread.
+
+What keeps it honest under load and faults:
+
+- **Admission by time**: a request is refused (429) when the work queued ahead of it, at the
+  measured backend speed, would not finish before its deadline (:mod:`.admission`).
+- **Results as soon as ready**: each backend call's pairs resolve when that call returns, so a
+  short request never waits for the rest of a long batch.
+- **Dead pairs never run**: before every call, pairs whose request was cancelled (client gone,
+  timeout) or whose deadline passed are dropped and counted.
+- **Poison-pair isolation**: a call that fails with :class:`BackendError` (or an unexpected
+  exception) is retried in halves down to single pairs, so only the pairs that fail alone fail.
+  :class:`BackendUnavailable` and :class:`BackendTimeout` are not retried: they say the backend,
+  not a pair, is the problem.
+- **Circuit breaker** (:mod:`.breaker`): a backend whose batches keep failing wholly is cut off
+  with fast 503s until it recovers.
 """
 
 from __future__ import annotations
@@ -16,14 +29,18 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
+from dataclasses import dataclass
 
 import numpy as np
 
 from service.backends.base import Backend
-from service.batching.queue import PairQueue, WorkItem
-from service.errors import BackendError, NotReady, RankerError
+from service.batching.admission import ServiceRate, admit
+from service.batching.breaker import BreakerState, CircuitBreaker
+from service.batching.failures import FailureLog
+from service.batching.queue import PairQueue, WorkItem, drop_reason
+from service.errors import BackendError, BackendTimeout, BackendUnavailable, NotReady, RankerError
 from service.metrics import Metrics
-from service.settings import BatchingSettings
+from service.settings import BatchingSettings, BreakerSettings
 from service.tokenization import Batch, EncodedPair
 
 logger = logging.getLogger(__name__)
@@ -34,6 +51,16 @@ PadFn = Callable[..., Batch]
 
 def _round_up(length: int, multiple: int) -> int:
     return -(-length // multiple) * multiple
+
+
+@dataclass
+class _Outcome:
+    """What happened to the pairs of one batch."""
+
+    succeeded: int = 0
+    failed: int = 0
+    failed_calls: int = 0
+    error: BaseException | None = None
 
 
 class Batcher:
@@ -49,6 +76,7 @@ class Batcher:
         metrics: Metrics,
         model: str = "ranker",
         max_length: int | None = None,
+        breaker: BreakerSettings | None = None,
     ) -> None:
         self.backend = backend
         self.pad = pad
@@ -59,6 +87,14 @@ class Batcher:
         # Bucket padding never goes past the model's own length limit.
         self.max_length = max_length
         self.queue = PairQueue(max_pairs=settings.queue_max_pairs)
+        self.rate = ServiceRate()
+        health = breaker or BreakerSettings()
+        self.breaker = CircuitBreaker(
+            failure_threshold=health.failure_threshold, cooldown_s=health.cooldown_s, name=model
+        )
+        self.failures = FailureLog(logger, model=model, traceback_interval_s=health.traceback_interval_s)
+        # Real tokens of the batch being run that have not been scored yet (part of any wait).
+        self._running_tokens = 0
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -75,22 +111,49 @@ class Batcher:
             self._task = None
         self.queue.fail_all(NotReady("service is shutting down"))
 
-    async def score(self, pairs: Sequence[EncodedPair]) -> np.ndarray:
-        """Logits (float32, one per pair, in order) once their batches have run.
+    def available(self) -> bool:
+        """False while the circuit breaker is open (``/readyz`` reports 503)."""
+        return self.breaker.state is not BreakerState.OPEN
+
+    def estimated_wait_s(self, *, pairs: int = 0, tokens: int = 0) -> float | None:
+        """Seconds until ``pairs`` more pairs (or ``tokens`` more tokens) would be scored.
+
+        None until the backend's speed has been measured.
+        """
+        ahead = self.queue.tokens + self._running_tokens
+        return self.rate.seconds_for(tokens=ahead + tokens, pairs=pairs)
+
+    async def score(self, pairs: Sequence[EncodedPair], *, deadline: float | None = None) -> np.ndarray:
+        """Logits (float32, one per pair, in order) once their backend calls have run.
+
+        Args:
+            pairs: the request's encoded pairs.
+            deadline: ``time.perf_counter()`` value by which the request must be answered.
 
         Raises:
             NotReady: the batcher is not running.
-            Overloaded: the queue cannot take the pairs.
-            BackendError, BackendUnavailable: the batch holding one of the pairs failed.
+            Overloaded: the pairs would not be scored before the deadline, or the queue is full.
+            BackendUnavailable: the circuit breaker is open, or the backend is down.
+            BackendTimeout: the deadline passed while the pairs waited.
+            BackendError: one of the pairs failed in the backend, even alone.
         """
         if self._task is None or self._task.done():
             raise NotReady(f"{self.model} batcher is not running")
         if not pairs:
             return np.zeros(0, dtype=np.float32)
+        self.breaker.check()
+        if deadline is not None:
+            tokens = sum(len(p) for p in pairs)
+            admit(
+                wait_s=self.estimated_wait_s(tokens=tokens),
+                remaining_s=deadline - time.perf_counter(),
+                margin=self.settings.admission_margin,
+                what=self.model,
+            )
         loop = asyncio.get_running_loop()
-        items = [WorkItem(pair, loop.create_future()) for pair in pairs]
+        items = [WorkItem(pair, loop.create_future(), deadline=deadline) for pair in pairs]
         self.queue.put_all(items)
-        self.metrics.queue_pairs.labels(self.model).set(len(self.queue))
+        self._observe_queue()
         # Cancelling this gather (client gone, timeout) cancels the futures: the worker drops them.
         logits = await asyncio.gather(*(item.future for item in items))
         return np.asarray(logits, dtype=np.float32)
@@ -123,69 +186,115 @@ class Batcher:
             if remaining <= 0:
                 break
             await self.queue.wait_for_items(remaining)
-        items = self.queue.take(max_pairs=self.settings.max_pairs, max_tokens=self.settings.max_tokens)
-        self.metrics.queue_pairs.labels(self.model).set(len(self.queue))
+        items = self.queue.take(
+            max_pairs=self.settings.max_pairs, max_tokens=self.settings.max_tokens, on_drop=self._dropped
+        )
+        self._observe_queue()
         return items
+
+    def _dropped(self, reason: str, count: int = 1) -> None:
+        self.metrics.dropped_pairs.labels(self.model, reason).inc(count)
+
+    def _observe_queue(self) -> None:
+        self.metrics.queue_pairs.labels(self.model).set(len(self.queue))
+        wait = self.estimated_wait_s()
+        self.metrics.estimated_wait.labels(self.model).set(wait or 0.0)
 
     async def _execute(self, items: list[WorkItem]) -> None:
         started = time.perf_counter()
         for item in items:
             self.metrics.queue_wait.labels(self.model).observe(started - item.enqueued_at)
-        pairs = [item.pair for item in items]
-        loop = asyncio.get_running_loop()
-        try:
-            logits = await loop.run_in_executor(self.executor, self._infer, pairs)
-        except Exception as e:
-            error = (
-                e if isinstance(e, RankerError) else BackendError(f"{self.model} backend failed on a batch")
-            )
-            logger.error(
-                "batch failed model=%s backend=%s pairs=%d error=%s",
-                self.model,
-                self.backend.name,
-                len(pairs),
-                type(e).__name__,
-                exc_info=e,
-            )
-            self.metrics.batch_failures.labels(self.model).inc()
+        if self.breaker.state is BreakerState.OPEN:
+            error = BackendUnavailable(f"{self.model} backend keeps failing; circuit breaker open")
             for item in items:
                 if not item.future.done():
                     item.future.set_exception(error)
             return
-        for item, logit in zip(items, logits, strict=True):
+        items = sorted(items, key=lambda item: len(item.pair))
+        step = self.settings.sub_batch_pairs or len(items)
+        chunks = [items[start : start + step] for start in range(0, len(items), step)]
+        self._running_tokens = sum(len(item.pair) for item in items)
+        outcome = _Outcome()
+        try:
+            for chunk in chunks:
+                await self._run_isolated(chunk, outcome)
+                self._running_tokens -= sum(len(item.pair) for item in chunk)
+        finally:
+            self._running_tokens = 0
+        if outcome.succeeded or outcome.failed:
+            self.breaker.record(failed=outcome.succeeded == 0)
+            self.metrics.breaker_open.labels(self.model).set(int(not self.available()))
+        if outcome.error is not None:
+            self.failures.batch_failed(
+                outcome.error,
+                backend=self.backend.name,
+                pairs=len(items),
+                failed_pairs=outcome.failed,
+                failed_calls=outcome.failed_calls,
+            )
+
+    def _live(self, chunk: list[WorkItem]) -> list[WorkItem]:
+        now = time.perf_counter()
+        live = []
+        for item in chunk:
+            reason = drop_reason(item, now)
+            if reason is None:
+                live.append(item)
+            else:
+                self._dropped(reason)
+        return live
+
+    async def _run_isolated(self, chunk: list[WorkItem], outcome: _Outcome) -> None:
+        """Run one backend call; on a pair-level failure, retry each half on its own."""
+        live = self._live(chunk)
+        if not live:
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            logits = await loop.run_in_executor(self.executor, self._infer, [item.pair for item in live])
+        except Exception as e:
+            outcome.failed_calls += 1
+            outcome.error = outcome.error or e
+            self.metrics.batch_failures.labels(self.model).inc()
+            if len(live) > 1 and not isinstance(e, BackendUnavailable | BackendTimeout):
+                middle = len(live) // 2
+                await self._run_isolated(live[:middle], outcome)
+                await self._run_isolated(live[middle:], outcome)
+                return
+            error = e if isinstance(e, RankerError) else BackendError(f"{self.model} backend failed")
+            outcome.failed += len(live)
+            self.metrics.failed_pairs.labels(self.model).inc(len(live))
+            for item in live:
+                if not item.future.done():
+                    item.future.set_exception(error)
+            return
+        outcome.succeeded += len(live)
+        for item, logit in zip(live, logits, strict=True):
             if not item.future.done():
                 item.future.set_result(float(logit))
 
     def _infer(self, pairs: list[EncodedPair]) -> np.ndarray:
-        """Sort, split, pad and run; executor thread. Returns logits in the order of ``pairs``."""
+        """Pad and run one backend call; executor thread. Returns logits in the order of ``pairs``."""
         started = time.perf_counter()
-        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i]))
-        step = self.settings.sub_batch_pairs or len(pairs)
-        logits = np.empty(len(pairs), dtype=np.float32)
-        padded_tokens = real_tokens = 0
-        for start in range(0, len(order), step):
-            chunk = order[start : start + step]
-            batch = self.pad([pairs[i] for i in chunk], pad_to=self._pad_length(pairs, chunk))
-            out = np.asarray(self.backend.infer(batch), dtype=np.float32).reshape(-1)
-            if out.shape[0] != len(chunk):
-                raise BackendError(
-                    f"{self.model} backend returned {out.shape[0]} logits for {len(chunk)} pairs"
-                )
-            logits[chunk] = out
-            padded_tokens += batch.shape[0] * batch.shape[1]
-            real_tokens += batch.real_tokens
+        batch = self.pad(pairs, pad_to=self._pad_length(pairs))
+        out = np.asarray(self.backend.infer(batch), dtype=np.float32).reshape(-1)
+        if out.shape[0] != len(pairs):
+            raise BackendError(f"{self.model} backend returned {out.shape[0]} logits for {len(pairs)} pairs")
+        elapsed = time.perf_counter() - started
+        padded_tokens = batch.shape[0] * batch.shape[1]
+        self.rate.observe(pairs=len(pairs), tokens=batch.real_tokens, seconds=elapsed)
         m = self.metrics
-        m.inference_duration.labels(self.backend.name, self.model).observe(time.perf_counter() - started)
+        m.inference_duration.labels(self.backend.name, self.model).observe(elapsed)
         m.batch_pairs.labels(self.model).observe(len(pairs))
         m.batch_tokens.labels(self.model).observe(padded_tokens)
-        m.padding_ratio.labels(self.model).observe(1.0 - real_tokens / max(padded_tokens, 1))
-        return logits
+        m.padding_ratio.labels(self.model).observe(1.0 - batch.real_tokens / max(padded_tokens, 1))
+        return out
 
-    def _pad_length(self, pairs: list[EncodedPair], chunk: list[int]) -> int | None:
+    def _pad_length(self, pairs: list[EncodedPair]) -> int | None:
         multiple = self.settings.pad_to_multiple
         if multiple <= 1:
             return None
-        longest = max(len(pairs[i]) for i in chunk)
+        longest = max(len(pair) for pair in pairs)
         bucket = _round_up(longest, multiple)
         if self.max_length is not None:
             bucket = min(bucket, max(self.max_length, longest))

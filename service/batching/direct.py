@@ -23,7 +23,7 @@ import numpy as np
 
 from service.backends.base import RemoteBackend
 from service.batching.batcher import PadFn
-from service.errors import BackendError, NotReady, Overloaded, RankerError
+from service.errors import BackendError, BackendTimeout, NotReady, Overloaded, RankerError
 from service.metrics import Metrics
 from service.tokenization import EncodedPair
 
@@ -64,11 +64,20 @@ class DirectScorer:
         """Refuse new work (calls in flight finish or fail on their own)."""
         self._running = False
 
-    async def score(self, pairs: Sequence[EncodedPair]) -> np.ndarray:
+    def estimated_wait_s(self, *, pairs: int = 0, tokens: int = 0) -> float | None:
+        """Not known: the wait is in the remote server's queue (its own timeout bounds it)."""
+        return None
+
+    def available(self) -> bool:
+        """Always: the remote server's readiness is probed by the backend's ``health``."""
+        return True
+
+    async def score(self, pairs: Sequence[EncodedPair], *, deadline: float | None = None) -> np.ndarray:
         """Logits (float32, one per pair, in order).
 
         Raises:
             NotReady: the scorer is closed.
+            BackendTimeout: ``deadline`` (``time.perf_counter()``) has already passed.
             Overloaded: too many pairs in flight, or the backend's queue is full.
             BackendError, BackendUnavailable, BackendTimeout: a backend call failed.
         """
@@ -76,6 +85,8 @@ class DirectScorer:
             raise NotReady(f"{self.model} scorer is not running")
         if not pairs:
             return np.zeros(0, dtype=np.float32)
+        if deadline is not None and time.perf_counter() >= deadline:
+            raise BackendTimeout(f"{self.model}: the request's deadline passed before it was sent")
         if self.in_flight + len(pairs) > self.max_in_flight_pairs:
             raise Overloaded(
                 f"{self.in_flight} pairs in flight, {len(pairs)} more would pass {self.max_in_flight_pairs}"

@@ -2,7 +2,9 @@
 
 Admission is all-or-nothing: a request's pairs enter together or the request is refused with
 :class:`~service.errors.Overloaded` (429 with Retry-After), so a full queue fails fast instead
-of growing everyone's latency. Pairs whose request was cancelled are dropped when taken.
+of growing everyone's latency. (The pair bound is the memory guard; admission by time is the
+batcher's, see :mod:`service.batching.admission`.) Pairs whose request was cancelled (client gone,
+timeout) or whose deadline has passed are dropped when taken, before they reach a backend.
 """
 
 from __future__ import annotations
@@ -10,20 +12,38 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from service.errors import Overloaded
+from service.errors import BackendTimeout, Overloaded
 from service.tokenization import EncodedPair
+
+#: Why a pair was dropped unscored: its request was cancelled, or its deadline passed.
+CANCELLED = "cancelled"
+EXPIRED = "expired"
 
 
 @dataclass(eq=False, slots=True)
 class WorkItem:
-    """One pair and the future its logit goes to."""
+    """One pair, the future its logit goes to, and its request's deadline (perf_counter)."""
 
     pair: EncodedPair
     future: asyncio.Future[float]
     enqueued_at: float = field(default_factory=time.perf_counter)
+    deadline: float | None = None
+
+
+def drop_reason(item: WorkItem, now: float) -> str | None:
+    """Why ``item`` must not be scored (``CANCELLED``/``EXPIRED``), or None when it is live.
+
+    An expired item's waiter gets :class:`BackendTimeout` here, so nothing waits on it.
+    """
+    if item.future.done():
+        return CANCELLED
+    if item.deadline is not None and now >= item.deadline:
+        item.future.set_exception(BackendTimeout("the request's deadline passed while it was queued"))
+        return EXPIRED
+    return None
 
 
 class PairQueue:
@@ -71,10 +91,16 @@ class PairQueue:
         except TimeoutError:
             pass
 
-    def take(self, *, max_pairs: int, max_tokens: int) -> list[WorkItem]:
-        """Pop up to ``max_pairs`` live items within ``max_tokens`` (at least one), oldest first."""
+    def take(
+        self, *, max_pairs: int, max_tokens: int, on_drop: Callable[[str], None] | None = None
+    ) -> list[WorkItem]:
+        """Pop up to ``max_pairs`` live items within ``max_tokens`` (at least one), oldest first.
+
+        Dead items (see :func:`drop_reason`) are popped and reported to ``on_drop``, not returned.
+        """
         taken: list[WorkItem] = []
         tokens = 0
+        now = time.perf_counter()
         while self._items and len(taken) < max_pairs:
             item = self._items[0]
             size = len(item.pair)
@@ -82,7 +108,10 @@ class PairQueue:
                 break
             self._items.popleft()
             self._tokens -= size
-            if item.future.done():  # its request was cancelled or timed out: drop it
+            reason = drop_reason(item, now)
+            if reason is not None:
+                if on_drop is not None:
+                    on_drop(reason)
                 continue
             taken.append(item)
             tokens += size

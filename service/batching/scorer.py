@@ -19,10 +19,18 @@ class Scorer(Protocol):
     async def close(self) -> None:
         """Stop; pairs still waiting fail with NotReady."""
 
-    async def score(self, pairs: Sequence[EncodedPair]) -> np.ndarray:
-        """Logits (float32, one per pair, in order).
+    async def score(self, pairs: Sequence[EncodedPair], *, deadline: float | None = None) -> np.ndarray:
+        """Logits (float32, one per pair, in order); ``deadline`` is a ``time.perf_counter()`` value.
 
         Raises:
             NotReady, Overloaded, BackendError, BackendUnavailable, BackendTimeout.
         """
+        ...
+
+    def estimated_wait_s(self, *, pairs: int = 0, tokens: int = 0) -> float | None:
+        """Seconds until that much more work would be done (None: not known)."""
+        ...
+
+    def available(self) -> bool:
+        """False while the path refuses work on its own (an open circuit breaker)."""
         ...

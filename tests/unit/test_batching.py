@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -9,9 +10,9 @@ import pytest
 
 from service.backends.fake import FakeBackend, hashed_logit
 from service.batching import Batcher, PairQueue, WorkItem
-from service.errors import BackendError, NotReady, Overloaded
+from service.errors import BackendError, BackendTimeout, BackendUnavailable, NotReady, Overloaded
 from service.metrics import Metrics
-from service.settings import BatchingSettings
+from service.settings import BatchingSettings, BreakerSettings
 from service.tokenization import EncodedPair, PairEncoder
 
 PAD_ID = 0
@@ -86,18 +87,113 @@ async def test_sub_batches_are_padded_to_length_buckets(fake: FakeBackend) -> No
     await batcher.close()
 
 
-async def test_a_failed_batch_fails_every_waiter_with_the_same_error_and_the_worker_continues() -> None:
+async def test_a_backend_failing_every_call_fails_every_waiter_and_the_worker_continues() -> None:
     backend = FakeBackend(fail_every_n_batches=1)
     batcher = await make_batcher(backend, max_wait_s=0.05)
     results = await asyncio.gather(
         batcher.score([pair(4, 1)]), batcher.score([pair(5, 2), pair(6, 3)]), return_exceptions=True
     )
     assert all(isinstance(r, BackendError) for r in results)
-    assert results[0] is results[1]
     backend.fail_every_n_batches = 0
     assert (await batcher.score([pair(4, 1)])).shape == (1,)
-    failures = batcher.metrics.registry.get_sample_value("ranker_batch_failures_total", {"model": "ranker"})
-    assert failures == 1.0
+    sample = batcher.metrics.registry.get_sample_value
+    # One batch of 3 pairs: the call, then halves [1] and [2], then [1] and [1]: 5 failed calls.
+    assert sample("ranker_batch_failures_total", {"model": "ranker"}) == 5.0
+    assert sample("ranker_failed_pairs_total", {"model": "ranker"}) == 3.0
+    await batcher.close()
+
+
+async def test_a_poison_pair_fails_only_its_own_request() -> None:
+    poison = [99, 98]
+    backend = FakeBackend(fail_on_ids=poison)
+    batcher = await make_batcher(backend, max_wait_s=0.05)
+    bad = EncodedPair(input_ids=[5, 99, 98, 6], token_type_ids=[0] * 4, turns_kept=1, statements_kept=0)
+    requests = [[pair(4, seed), pair(5, seed + 10)] for seed in range(1, 8)]
+    requests[3] = [pair(4, 40), bad]
+    results = await asyncio.gather(*(batcher.score(r) for r in requests), return_exceptions=True)
+    assert isinstance(results[3], BackendError)
+    for i, result in enumerate(results):
+        if i != 3:
+            assert isinstance(result, np.ndarray), result
+            np.testing.assert_allclose(result, [hashed_logit(p.input_ids) for p in requests[i]], rtol=1e-6)
+    assert batcher.metrics.registry.get_sample_value("ranker_failed_pairs_total", {"model": "ranker"}) == 1.0
+    await batcher.close()
+
+
+async def test_one_call_in_three_failing_fails_no_request() -> None:
+    backend = FakeBackend(fail_every_n_batches=3)
+    batcher = await make_batcher(backend, max_wait_s=0.01, sub_batch_pairs=4)
+    results = await asyncio.gather(
+        *(batcher.score([pair(4, s), pair(6, s + 1)]) for s in range(30)), return_exceptions=True
+    )
+    assert all(isinstance(r, np.ndarray) for r in results)
+    assert batcher.metrics.registry.get_sample_value("ranker_batch_failures_total", {"model": "ranker"}) >= 1
+    await batcher.close()
+
+
+async def test_the_breaker_opens_on_repeated_failures_answers_503_and_recovers() -> None:
+    backend = FakeBackend(fail_every_n_batches=1)
+    batcher = Batcher(
+        backend=backend, pad=pad, settings=BatchingSettings(max_wait_s=0.0), executor=ThreadPoolExecutor(2),
+        metrics=Metrics(), breaker=BreakerSettings(failure_threshold=2, cooldown_s=0.3),
+    )  # fmt: skip
+    backend.start()
+    await batcher.start()
+    for _ in range(2):
+        with pytest.raises(BackendError):
+            await batcher.score([pair(4)])
+    assert not batcher.available()
+    calls = backend.calls
+    with pytest.raises(BackendUnavailable):
+        await batcher.score([pair(4)])
+    assert backend.calls == calls, "an open breaker must not reach the backend"
+    await asyncio.sleep(0.35)
+    assert batcher.available()  # half-open: the next batch is the trial
+    backend.fail_every_n_batches = 0
+    assert (await batcher.score([pair(4)])).shape == (1,)
+    assert batcher.breaker.consecutive_failures == 0 and batcher.available()
+    await batcher.close()
+
+
+async def test_each_backend_call_resolves_its_pairs_when_it_returns() -> None:
+    backend = FakeBackend(latency_s=0.1)
+    batcher = await make_batcher(backend, max_wait_s=0.05, sub_batch_pairs=1)
+    short = asyncio.create_task(batcher.score([pair(3, 1)]))
+    long = asyncio.create_task(batcher.score([pair(8, s) for s in range(2, 8)]))
+    done, _ = await asyncio.wait({short, long}, return_when=asyncio.FIRST_COMPLETED)
+    assert done == {short}, "the one-pair request waited for its batch-mates"
+    assert (await long).shape == (6,)
+    await batcher.close()
+
+
+async def test_a_request_that_cannot_finish_before_its_deadline_is_refused_at_once() -> None:
+    backend = FakeBackend(latency_s=0.05)
+    batcher = await make_batcher(backend, max_wait_s=0.0, sub_batch_pairs=1)
+    await batcher.score([pair(10)])  # measures the backend: about 0.05 s a pair
+    backlog = asyncio.create_task(batcher.score([pair(10, s) for s in range(20)]))  # about 1 s of work
+    await asyncio.sleep(0.01)
+    now = time.perf_counter()
+    with pytest.raises(Overloaded) as refused:
+        await batcher.score([pair(10)], deadline=now + 0.3)
+    assert time.perf_counter() - now < 0.05
+    assert int(refused.value.headers["Retry-After"]) >= 1
+    assert (await batcher.score([pair(10)], deadline=time.perf_counter() + 5.0)).shape == (1,)
+    await backlog
+    await batcher.close()
+
+
+async def test_pairs_whose_deadline_passed_in_the_queue_never_run() -> None:
+    backend = FakeBackend(latency_s=0.2)
+    batcher = await make_batcher(backend, max_wait_s=0.0, max_pairs=1)
+    first = asyncio.create_task(batcher.score([pair(4, 1)]))
+    await asyncio.sleep(0.01)
+    with pytest.raises(BackendTimeout):
+        await batcher.score([pair(4, 2), pair(4, 3)], deadline=time.perf_counter() + 0.05)
+    await first
+    await asyncio.sleep(0.05)
+    assert backend.calls == 1
+    dropped = batcher.metrics.registry.get_sample_value
+    assert dropped("ranker_dropped_pairs_total", {"model": "ranker", "reason": "expired"}) == 2.0
     await batcher.close()
 
 
