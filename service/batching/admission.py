@@ -5,8 +5,8 @@ weighted mean over backend calls, so it follows the load and the hardware it run
 the tokens waiting ahead of a request into an estimated wait. A request whose estimated wait
 does not fit in its remaining time (times a margin for estimate error) is refused at once with
 429 and a ``Retry-After`` of the seconds after which, with no new arrivals, it would fit: a fast,
-truthful refusal instead of a slow 504. Until the first call has been measured nothing is
-refused on time; the queue's pair bound still holds.
+truthful refusal instead of a slow 504. Until the first call has been measured no wait can be
+estimated, so the batcher holds at most one batch of pairs waiting.
 """
 
 from __future__ import annotations

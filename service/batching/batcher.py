@@ -14,7 +14,8 @@ What keeps it honest under load and faults:
 - **Dead pairs never run**: before every call, pairs whose request was cancelled (client gone,
   timeout) or whose deadline passed are dropped and counted.
 - **Poison-pair isolation**: a call that fails with :class:`BackendError` (or an unexpected
-  exception) is retried in halves down to single pairs, so only the pairs that fail alone fail.
+  exception) is retried in halves down to single pairs, and a single pair once more, so only
+  the pairs that fail alone, twice, fail.
   :class:`BackendUnavailable` and :class:`BackendTimeout` are not retried: they say the backend,
   not a pair, is the problem.
 - **Circuit breaker** (:mod:`.breaker`): a backend whose batches keep failing wholly is cut off
@@ -142,6 +143,9 @@ class Batcher:
         if not pairs:
             return np.zeros(0, dtype=np.float32)
         self.breaker.check()
+        if self.rate.seconds_per_token is None and len(self.queue) + len(pairs) > self.settings.max_pairs:
+            # Until one call has been measured no wait can be estimated: hold at most one batch.
+            raise Overloaded(f"{self.model}: backend speed not measured yet and a batch is waiting")
         if deadline is not None:
             tokens = sum(len(p) for p in pairs)
             admit(
@@ -244,8 +248,12 @@ class Batcher:
                 self._dropped(reason)
         return live
 
-    async def _run_isolated(self, chunk: list[WorkItem], outcome: _Outcome) -> None:
-        """Run one backend call; on a pair-level failure, retry each half on its own."""
+    async def _run_isolated(self, chunk: list[WorkItem], outcome: _Outcome, *, retry: bool = False) -> None:
+        """Run one backend call; on a pair-level failure, retry each half on its own.
+
+        A lone pair that fails is tried once more (a transient fault passes; a poison pair fails
+        twice and only its request gets the error).
+        """
         live = self._live(chunk)
         if not live:
             return
@@ -256,11 +264,15 @@ class Batcher:
             outcome.failed_calls += 1
             outcome.error = outcome.error or e
             self.metrics.batch_failures.labels(self.model).inc()
-            if len(live) > 1 and not isinstance(e, BackendUnavailable | BackendTimeout):
-                middle = len(live) // 2
-                await self._run_isolated(live[:middle], outcome)
-                await self._run_isolated(live[middle:], outcome)
-                return
+            if not isinstance(e, BackendUnavailable | BackendTimeout):
+                if len(live) > 1:
+                    middle = len(live) // 2
+                    await self._run_isolated(live[:middle], outcome)
+                    await self._run_isolated(live[middle:], outcome)
+                    return
+                if not retry:
+                    await self._run_isolated(live, outcome, retry=True)
+                    return
             error = e if isinstance(e, RankerError) else BackendError(f"{self.model} backend failed")
             outcome.failed += len(live)
             self.metrics.failed_pairs.labels(self.model).inc(len(live))

@@ -97,8 +97,8 @@ async def test_a_backend_failing_every_call_fails_every_waiter_and_the_worker_co
     backend.fail_every_n_batches = 0
     assert (await batcher.score([pair(4, 1)])).shape == (1,)
     sample = batcher.metrics.registry.get_sample_value
-    # One batch of 3 pairs: the call, then halves [1] and [2], then [1] and [1]: 5 failed calls.
-    assert sample("ranker_batch_failures_total", {"model": "ranker"}) == 5.0
+    # One batch of 3 pairs: the call, halves [1] and [2], then [1] and [1], each lone pair twice.
+    assert sample("ranker_batch_failures_total", {"model": "ranker"}) == 8.0
     assert sample("ranker_failed_pairs_total", {"model": "ranker"}) == 3.0
     await batcher.close()
 
