@@ -39,7 +39,7 @@ from service.batching.admission import ServiceRate, admit
 from service.batching.breaker import BreakerState, CircuitBreaker
 from service.batching.failures import FailureLog
 from service.batching.queue import PairQueue, WorkItem, drop_reason
-from service.errors import BackendError, BackendTimeout, BackendUnavailable, NotReady, RankerError
+from service.errors import BackendError, BackendTimeout, BackendUnavailable, NotReady, Overloaded, RankerError
 from service.metrics import Metrics
 from service.settings import BatchingSettings, BreakerSettings
 from service.tokenization import Batch, EncodedPair
@@ -143,8 +143,13 @@ class Batcher:
         if not pairs:
             return np.zeros(0, dtype=np.float32)
         self.breaker.check()
-        if self.rate.seconds_per_token is None and len(self.queue) + len(pairs) > self.settings.max_pairs:
-            # Until one call has been measured no wait can be estimated: hold at most one batch.
+        busy = len(self.queue) > 0 or self._running_tokens > 0
+        if (
+            self.rate.seconds_per_token is None
+            and busy
+            and len(self.queue) + len(pairs) > self.settings.max_pairs
+        ):
+            # Until one call has been measured no wait can be estimated: hold about one batch.
             raise Overloaded(f"{self.model}: backend speed not measured yet and a batch is waiting")
         if deadline is not None:
             tokens = sum(len(p) for p in pairs)

@@ -30,6 +30,7 @@ OLDEST_KUBERNETES = "1.30.0"
 CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}
 DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
 
+
 @pytest.fixture(scope="module")
 def rendered() -> dict[str, list[Manifest]]:
     return render_overlays()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 from pathlib import Path
 
 import httpx
@@ -113,6 +115,7 @@ async def test_a_full_queue_is_a_429_with_retry_after(fake_bundle: Path) -> None
         fake_bundle, fake={"latency_s": 0.3}, batching={"max_pairs": 1, "queue_max_pairs": 3, "max_wait_s": 0}
     )
     async with serve_in_process(create_app(settings)) as client:
+        await client.post("/rank", json={**BODY, "candidates": ["sure"]})  # the backend speed is measured
         first = asyncio.create_task(client.post("/rank", json=BODY))
         await asyncio.sleep(0.1)
         response = await client.post("/rank", json=BODY)
@@ -206,3 +209,85 @@ async def test_the_openapi_examples_are_valid_requests(fake_bundle: Path, exampl
     async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
         response = await client.post("/rank", json=RANK_EXAMPLES[example]["value"])
     assert response.status_code == 200, response.text
+
+
+async def test_a_405_names_the_allowed_methods(fake_bundle: Path) -> None:
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        response = await client.get("/rank")
+    assert_error(response, 405, "method_not_allowed", "POST")
+    assert response.headers["allow"] == "POST"
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data"]
+)
+async def test_a_body_that_is_not_json_is_a_415(fake_bundle: Path, content_type: str) -> None:
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        response = await client.post(
+            "/rank", content=b'{"context": "hi"}', headers={"content-type": content_type}
+        )
+    assert_error(response, 415, "unsupported_media_type", "content-type")
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", "application/vnd.ranker+json"])
+async def test_json_media_types_with_parameters_or_suffixes_are_accepted(
+    fake_bundle: Path, content_type: str
+) -> None:
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        response = await client.post(
+            "/rank", content=json.dumps(BODY), headers={"content-type": content_type}
+        )
+    assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("top_k", True), ("select_statements", 0), ("select_statements", "yes"), ("min_score", "0.5")],
+)
+async def test_fields_are_strictly_typed(fake_bundle: Path, field: str, value: object) -> None:
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        response = await client.post("/rank", json={**BODY, field: value})
+    assert_error(response, 422, "invalid_input", field)
+
+
+EMPTY_LOOKING = [
+    "\u0000",
+    "\u0000\u0001\u007f",
+    "\u200b\u200c\u200d",
+    "\u0085",
+    " \u00a0\u2007\u3000",
+    "\ufeff\u2060",
+]
+
+
+@pytest.mark.parametrize("text", EMPTY_LOOKING)
+async def test_effectively_empty_texts_are_a_422_and_the_schema_says_so(fake_bundle: Path, text: str) -> None:
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        response = await client.post("/rank", json={**BODY, "candidates": ["sure", text]})
+        spec = (await client.get("/openapi.json")).json()
+    assert_error(response, 422, "invalid_input", "candidates.1.text")
+    # The published pattern (a JSON Schema validator's view) rejects exactly the same texts.
+    candidate_schema = next(v for k, v in spec["components"]["schemas"].items() if "Candidate" in k)
+    pattern = candidate_schema["properties"]["text"]["pattern"]
+    assert re.search(pattern, text) is None
+    assert re.search(pattern, f"{text}ok") and re.search(pattern, "é") and re.search(pattern, "\u4f60")
+
+
+async def test_docs_are_served_from_local_files_only(fake_bundle: Path) -> None:
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        page = await client.get("/docs")
+        script = await client.get("/docs/static/swagger-ui-bundle.js")
+        spec = await client.get("/openapi.json")
+    assert page.status_code == 200 and "/docs/static/swagger-ui-bundle.js" in page.text
+    assert re.search(r"(src|href)=['\"]https?://", page.text) is None, (
+        "the docs page loads from a remote host"
+    )
+    assert script.status_code == 200 and len(script.content) > 100_000
+    assert spec.status_code == 200
+
+
+async def test_docs_can_be_turned_off(fake_bundle: Path) -> None:
+    async with serve_in_process(create_app(fake_settings(fake_bundle, server={"docs": False}))) as client:
+        assert_error(await client.get("/docs"), 404, "not_found")
+        assert_error(await client.get("/openapi.json"), 404, "not_found")
+        assert (await client.post("/rank", json=BODY)).status_code == 200

@@ -184,14 +184,17 @@ async def test_a_request_that_cannot_finish_before_its_deadline_is_refused_at_on
 
 async def test_pairs_whose_deadline_passed_in_the_queue_never_run() -> None:
     backend = FakeBackend(latency_s=0.2)
-    batcher = await make_batcher(backend, max_wait_s=0.0, max_pairs=1)
+    batcher = await make_batcher(backend, max_wait_s=0.0, max_pairs=1, admission_margin=1.0)
+    await batcher.score([pair(4, 9)])  # measured: 0.2 s a pair
+    # Admitted (0.6 s of work at the measured speed fits 0.65 s), but the pair ahead runs long.
+    backend.latency_s = 0.7
     first = asyncio.create_task(batcher.score([pair(4, 1)]))
     await asyncio.sleep(0.01)
     with pytest.raises(BackendTimeout):
-        await batcher.score([pair(4, 2), pair(4, 3)], deadline=time.perf_counter() + 0.05)
+        await batcher.score([pair(4, 2), pair(4, 3)], deadline=time.perf_counter() + 0.65)
     await first
     await asyncio.sleep(0.05)
-    assert backend.calls == 1
+    assert backend.calls == 2
     dropped = batcher.metrics.registry.get_sample_value
     assert dropped("ranker_dropped_pairs_total", {"model": "ranker", "reason": "expired"}) == 2.0
     await batcher.close()
