@@ -101,10 +101,9 @@ class Metrics:
             ["model", "reason"],
             registry=r,
         )
-        self.estimated_wait = Gauge(
-            f"{p}_estimated_wait_seconds",
-            "Estimated wait of a new pair at the measured backend speed (admission uses it).",
-            ["model"],
+        self.backlog = Gauge(
+            f"{p}_backlog_seconds",
+            "Estimated backend seconds of the requests admitted and not yet answered (admission).",
             registry=r,
         )
         self.breaker_open = Gauge(

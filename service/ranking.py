@@ -18,7 +18,7 @@ from enum import StrEnum
 import numpy as np
 
 from service.batching import Scorer
-from service.batching.admission import admit
+from service.batching.admission import Backlog, admit
 from service.encoding import OffLoopEncoder
 from service.errors import BackendTimeout
 from service.guidelines import Guidelines, MaskReason
@@ -122,6 +122,7 @@ class Ranker:
         self.request_timeout_s = request_timeout_s
         self.selector = selector
         self.admission_margin = admission_margin
+        self.backlog = Backlog()
 
     async def rank(self, query: RankQuery, *, timeout_s: float | None = None) -> RankResult:
         """Score, mask and order the query's candidates.
@@ -147,35 +148,37 @@ class Ranker:
                 [c.text for c in query.candidates],
             )
         scored = [i for i, reason in enumerate(reasons) if reason is None or query.mask_mode is MaskMode.SOFT]
-        self._admit(query, len(scored), deadline)
-        try:
-            async with asyncio.timeout(timeout):
-                statements_used = await self._statements(query, deadline)
-                statements = [query.situations[i] for i in statements_used]
-                pairs = await self.encoder.encode(
-                    query.turns, statements, [query.candidates[i].text for i in scored]
-                )
-                logits = await self.batcher.score(pairs, deadline=deadline)
-        except TimeoutError:
-            raise BackendTimeout(f"no scores within {timeout:g} s") from None
-        return self._result(query, reasons, scored, logits, statements_used)
-
-    def _admit(self, query: RankQuery, candidates: int, deadline: float) -> None:
-        """Refuse at once (before any encoding) a request whose stages cannot finish in time.
-
-        The wait is the sum of both stages' queues plus this request's own pairs: conservative,
-        since the two stages share the CPU.
-        """
-        waits = [self.batcher.estimated_wait_s(pairs=candidates)]
-        if self._selects(query) and self.selector is not None:
-            waits.append(self.selector.batcher.estimated_wait_s(pairs=len(query.situations)))
-        known = [w for w in waits if w is not None]
+        ranker_s, selector_s = self._work(query, len(scored))
         admit(
-            wait_s=sum(known) if known else None,
+            wait_s=self.backlog.seconds + ranker_s + selector_s,
             remaining_s=deadline - time.perf_counter(),
             margin=self.admission_margin,
             what="ranking",
         )
+        try:
+            async with asyncio.timeout(timeout):
+                with self.backlog.hold(ranker_s):
+                    with self.backlog.hold(selector_s):
+                        statements_used = await self._statements(query, deadline)
+                    self.metrics.backlog.set(self.backlog.seconds)
+                    statements = [query.situations[i] for i in statements_used]
+                    pairs = await self.encoder.encode(
+                        query.turns, statements, [query.candidates[i].text for i in scored]
+                    )
+                    logits = await self.batcher.score(pairs, deadline=deadline)
+        except TimeoutError:
+            raise BackendTimeout(f"no scores within {timeout:g} s") from None
+        finally:
+            self.metrics.backlog.set(self.backlog.seconds)
+        return self._result(query, reasons, scored, logits, statements_used)
+
+    def _work(self, query: RankQuery, candidates: int) -> tuple[float, float]:
+        """Estimated backend seconds of the request's ranker and selector pairs (0 when unmeasured)."""
+        ranker_s = self.batcher.estimated_seconds(candidates) or 0.0
+        selector_s = 0.0
+        if self.selector is not None and self._selects(query):
+            selector_s = self.selector.batcher.estimated_seconds(len(query.situations)) or 0.0
+        return ranker_s, selector_s
 
     def _mask_reasons(self, query: RankQuery) -> list[MaskReason | None]:
         if query.intent is None:

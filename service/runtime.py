@@ -85,7 +85,7 @@ class Runtime:
                         backend=backend, pad=encoder.pad, settings=batching, executor=executor,
                         metrics=metrics, model=model, max_length=encoder_max, breaker=settings.breaker,
                     )  # fmt: skip
-                await batcher.start()
+                await batcher.start(warm_up=isinstance(batcher, Batcher))
                 batchers.append(batcher)
                 return batcher
 

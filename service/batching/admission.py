@@ -1,17 +1,25 @@
 """Admission by time: refuse at once a request whose pairs cannot be scored before its deadline.
 
-The batcher measures how fast its backend works (seconds per real token, an exponentially
-weighted mean over backend calls, so it follows the load and the hardware it runs on) and turns
-the tokens waiting ahead of a request into an estimated wait. A request whose estimated wait
-does not fit in its remaining time (times a margin for estimate error) is refused at once with
-429 and a ``Retry-After`` of the seconds after which, with no new arrivals, it would fit: a fast,
-truthful refusal instead of a slow 504. Until the first call has been measured no wait can be
-estimated, so the batcher holds at most one batch of pairs waiting.
+Each batcher measures how fast its backend works (seconds per pair, an exponentially weighted
+mean over backend calls, so it follows the load, the requests' lengths and the hardware).
+The ranker turns a request into backend seconds (its statements through the selector, its
+candidates through the ranker) and keeps a :class:`Backlog`: the backend seconds of every
+request admitted and not yet answered. Both models share the same CPU, so that sum, not any one
+queue's length, is what a new request waits for (a request still in the selector stage will
+put its ranker pairs ahead of a newer one). A request whose backlog plus own work does not fit in
+its remaining time (times a margin for estimate error) is refused before any encoding with 429
+and a ``Retry-After`` of the seconds after which, with no new arrivals, it would fit: a fast,
+truthful refusal instead of a slow 504. The estimate is conservative (calls measured while both
+models run count their contention twice), which costs no throughput: the backlog still holds
+seconds of work. Until a backend has been measured (the batcher warms it up at start) nothing is
+refused on time, and the batcher holds at most about one batch waiting.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from service.errors import BackendTimeout, Overloaded
 
@@ -20,28 +28,43 @@ EWMA_WEIGHT = 0.2
 
 
 class ServiceRate:
-    """Running estimate of a backend's seconds per token and tokens per pair."""
+    """Running estimate of a backend's seconds per pair.
+
+    Per pair, not per token: admission happens before a request is encoded, when its pair count is
+    known and its token count is not.
+    """
 
     def __init__(self, *, weight: float = EWMA_WEIGHT) -> None:
         self.weight = weight
-        self.seconds_per_token: float | None = None
-        self.tokens_per_pair: float | None = None
+        self.seconds_per_pair: float | None = None
 
-    def observe(self, *, pairs: int, tokens: int, seconds: float) -> None:
-        """Fold in one backend call of ``pairs`` pairs holding ``tokens`` real tokens."""
-        if pairs <= 0 or tokens <= 0 or seconds <= 0:
+    def observe(self, *, pairs: int, seconds: float) -> None:
+        """Fold in one backend call of ``pairs`` pairs that took ``seconds``."""
+        if pairs <= 0 or seconds <= 0:
             return
-        self.seconds_per_token = self._mix(self.seconds_per_token, seconds / tokens)
-        self.tokens_per_pair = self._mix(self.tokens_per_pair, tokens / pairs)
+        new = seconds / pairs
+        old = self.seconds_per_pair
+        self.seconds_per_pair = new if old is None else old + self.weight * (new - old)
 
-    def seconds_for(self, *, tokens: int = 0, pairs: int = 0) -> float | None:
-        """Estimated backend time for ``tokens`` tokens plus ``pairs`` pairs of unknown length."""
-        if self.seconds_per_token is None or self.tokens_per_pair is None:
-            return None
-        return (tokens + pairs * self.tokens_per_pair) * self.seconds_per_token
+    def seconds_for(self, pairs: int) -> float | None:
+        """Estimated backend seconds for ``pairs`` pairs (None until measured)."""
+        return None if self.seconds_per_pair is None else pairs * self.seconds_per_pair
 
-    def _mix(self, old: float | None, new: float) -> float:
-        return new if old is None else old + self.weight * (new - old)
+
+class Backlog:
+    """Backend seconds of the requests admitted and not yet answered."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    @contextmanager
+    def hold(self, seconds: float) -> Iterator[None]:
+        """Count ``seconds`` of work in the backlog while the block runs."""
+        self.seconds += seconds
+        try:
+            yield
+        finally:
+            self.seconds = max(0.0, self.seconds - seconds)
 
 
 def admit(*, wait_s: float | None, remaining_s: float, margin: float, what: str) -> None:

@@ -7,8 +7,8 @@ when ``sub_batch_pairs`` is set, run as several backend calls, each padded to a 
 
 What keeps it honest under load and faults:
 
-- **Admission by time**: a request is refused (429) when the work queued ahead of it, at the
-  measured backend speed, would not finish before its deadline (:mod:`.admission`).
+- **A measured speed**: every call updates the backend's seconds per pair, from which the
+  ranker admits requests by time (:mod:`.admission`); pairs carry their request's deadline.
 - **Results as soon as ready**: each backend call's pairs resolve when that call returns, so a
   short request never waits for the rest of a long batch.
 - **Dead pairs never run**: before every call, pairs whose request was cancelled (client gone,
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from service.backends.base import Backend
-from service.batching.admission import ServiceRate, admit
+from service.batching.admission import ServiceRate
 from service.batching.breaker import BreakerState, CircuitBreaker
 from service.batching.failures import FailureLog
 from service.batching.queue import PairQueue, WorkItem, drop_reason
@@ -48,6 +48,10 @@ logger = logging.getLogger(__name__)
 
 #: Pads pairs into a batch, optionally to a given length (``PairEncoder.pad``).
 PadFn = Callable[..., Batch]
+#: The warm-up pair: about a SUGAR ranking pair's length (capped by the model's), of an ordinary id.
+#: Its speed is only the first estimate: real calls replace it within a few batches.
+WARM_UP_TOKENS = 128
+WARM_UP_TOKEN_ID = 1000
 
 
 def _round_up(length: int, multiple: int) -> int:
@@ -98,10 +102,31 @@ class Batcher:
         self._running_tokens = 0
         self._task: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
-        """Start the worker task."""
+    async def start(self, *, warm_up: bool = False) -> None:
+        """Start the worker task; with ``warm_up``, first measure the backend on a synthetic pair.
+
+        The warm-up pays the backend's first-call costs before a client does, and gives admission
+        a speed to work with from the first request instead of none.
+        """
+        if warm_up:
+            await self._warm_up()
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"batcher-{self.model}")
+
+    async def _warm_up(self) -> None:
+        length = min(self.max_length or WARM_UP_TOKENS, WARM_UP_TOKENS)
+        ids = [WARM_UP_TOKEN_ID] * length
+        pair = EncodedPair(input_ids=ids, token_type_ids=[0] * length, turns_kept=1, statements_kept=0)
+        batch = self.pad([pair])
+        loop = asyncio.get_running_loop()
+        for _ in range(2):  # the first call is the cold one: only the second is measured
+            started = time.perf_counter()
+            try:
+                await loop.run_in_executor(self.executor, self.backend.infer, batch)
+            except Exception as e:  # the first real batch will say what is wrong, and count it
+                logger.warning("warm-up call failed model=%s error=%s", self.model, type(e).__name__)
+                return
+        self.rate.observe(pairs=1, seconds=time.perf_counter() - started)
 
     async def close(self) -> None:
         """Stop the worker and fail every waiting pair with NotReady."""
@@ -116,13 +141,9 @@ class Batcher:
         """False while the circuit breaker is open (``/readyz`` reports 503)."""
         return self.breaker.state is not BreakerState.OPEN
 
-    def estimated_wait_s(self, *, pairs: int = 0, tokens: int = 0) -> float | None:
-        """Seconds until ``pairs`` more pairs (or ``tokens`` more tokens) would be scored.
-
-        None until the backend's speed has been measured.
-        """
-        ahead = self.queue.tokens + self._running_tokens
-        return self.rate.seconds_for(tokens=ahead + tokens, pairs=pairs)
+    def estimated_seconds(self, pairs: int) -> float | None:
+        """Backend seconds for ``pairs`` typical pairs (None until the backend has been measured)."""
+        return self.rate.seconds_for(pairs)
 
     async def score(self, pairs: Sequence[EncodedPair], *, deadline: float | None = None) -> np.ndarray:
         """Logits (float32, one per pair, in order) once their backend calls have run.
@@ -133,7 +154,7 @@ class Batcher:
 
         Raises:
             NotReady: the batcher is not running.
-            Overloaded: the pairs would not be scored before the deadline, or the queue is full.
+            Overloaded: the queue is full (or the backend is busy and not measured yet).
             BackendUnavailable: the circuit breaker is open, or the backend is down.
             BackendTimeout: the deadline passed while the pairs waited.
             BackendError: one of the pairs failed in the backend, even alone.
@@ -145,20 +166,14 @@ class Batcher:
         self.breaker.check()
         busy = len(self.queue) > 0 or self._running_tokens > 0
         if (
-            self.rate.seconds_per_token is None
+            self.rate.seconds_per_pair is None
             and busy
             and len(self.queue) + len(pairs) > self.settings.max_pairs
         ):
             # Until one call has been measured no wait can be estimated: hold about one batch.
             raise Overloaded(f"{self.model}: backend speed not measured yet and a batch is waiting")
-        if deadline is not None:
-            tokens = sum(len(p) for p in pairs)
-            admit(
-                wait_s=self.estimated_wait_s(tokens=tokens),
-                remaining_s=deadline - time.perf_counter(),
-                margin=self.settings.admission_margin,
-                what=self.model,
-            )
+        if deadline is not None and deadline <= time.perf_counter():
+            raise BackendTimeout(f"{self.model}: the request's deadline passed before it was queued")
         loop = asyncio.get_running_loop()
         items = [WorkItem(pair, loop.create_future(), deadline=deadline) for pair in pairs]
         self.queue.put_all(items)
@@ -206,8 +221,6 @@ class Batcher:
 
     def _observe_queue(self) -> None:
         self.metrics.queue_pairs.labels(self.model).set(len(self.queue))
-        wait = self.estimated_wait_s()
-        self.metrics.estimated_wait.labels(self.model).set(wait or 0.0)
 
     async def _execute(self, items: list[WorkItem]) -> None:
         started = time.perf_counter()
@@ -299,7 +312,7 @@ class Batcher:
             raise BackendError(f"{self.model} backend returned {out.shape[0]} logits for {len(pairs)} pairs")
         elapsed = time.perf_counter() - started
         padded_tokens = batch.shape[0] * batch.shape[1]
-        self.rate.observe(pairs=len(pairs), tokens=batch.real_tokens, seconds=elapsed)
+        self.rate.observe(pairs=len(pairs), seconds=elapsed)
         m = self.metrics
         m.inference_duration.labels(self.backend.name, self.model).observe(elapsed)
         m.batch_pairs.labels(self.model).observe(len(pairs))

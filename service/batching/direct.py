@@ -56,16 +56,16 @@ class DirectScorer:
         self.in_flight = 0
         self._running = False
 
-    async def start(self) -> None:
-        """Accept work."""
+    async def start(self, *, warm_up: bool = False) -> None:
+        """Accept work (no warm-up: the remote server warms its own models)."""
         self._running = True
 
     async def close(self) -> None:
         """Refuse new work (calls in flight finish or fail on their own)."""
         self._running = False
 
-    def estimated_wait_s(self, *, pairs: int = 0, tokens: int = 0) -> float | None:
-        """Not known: the wait is in the remote server's queue (its own timeout bounds it)."""
+    def estimated_seconds(self, pairs: int) -> float | None:
+        """Not known: the work is the remote server's (its queue timeout bounds the wait)."""
         return None
 
     def available(self) -> bool:

@@ -13,8 +13,8 @@ from service.tokenization import EncodedPair
 class Scorer(Protocol):
     """:class:`~service.batching.Batcher` (gateway batching) or :class:`~service.batching.DirectScorer`."""
 
-    async def start(self) -> None:
-        """Start accepting pairs."""
+    async def start(self, *, warm_up: bool = False) -> None:
+        """Start accepting pairs (after a warm-up call where the path has one)."""
 
     async def close(self) -> None:
         """Stop; pairs still waiting fail with NotReady."""
@@ -27,8 +27,8 @@ class Scorer(Protocol):
         """
         ...
 
-    def estimated_wait_s(self, *, pairs: int = 0, tokens: int = 0) -> float | None:
-        """Seconds until that much more work would be done (None: not known)."""
+    def estimated_seconds(self, pairs: int) -> float | None:
+        """Backend seconds for ``pairs`` typical pairs (None: not known)."""
         ...
 
     def available(self) -> bool:

@@ -131,11 +131,20 @@ async def test_a_failing_backend_is_a_502(fake_bundle: Path) -> None:
     assert_error(response, 502, "backend_error")
 
 
-async def test_a_slow_backend_is_a_504(fake_bundle: Path) -> None:
+async def test_a_backend_slower_than_measured_is_a_504(fake_bundle: Path) -> None:
+    settings = fake_settings(fake_bundle, limits={"request_timeout_s": 0.05})
+    app = create_app(settings)
+    async with serve_in_process(app) as client:
+        app.state.runtime.backends[0].latency_s = 0.5  # admitted at the warm-up's speed, then slow
+        response = await client.post("/rank", json=BODY)
+    assert_error(response, 504, "backend_timeout")
+
+
+async def test_a_backend_known_to_be_too_slow_for_the_deadline_is_a_fast_429(fake_bundle: Path) -> None:
     settings = fake_settings(fake_bundle, fake={"latency_s": 0.5}, limits={"request_timeout_s": 0.05})
     async with serve_in_process(create_app(settings)) as client:
         response = await client.post("/rank", json=BODY)
-    assert_error(response, 504, "backend_timeout")
+    assert_error(response, 429, "overloaded", "estimated wait")
 
 
 async def test_rank_before_the_model_is_loaded_is_a_503(fake_bundle: Path) -> None:

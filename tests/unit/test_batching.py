@@ -10,6 +10,7 @@ import pytest
 
 from service.backends.fake import FakeBackend, hashed_logit
 from service.batching import Batcher, PairQueue, WorkItem
+from service.batching.admission import Backlog, admit
 from service.errors import BackendError, BackendTimeout, BackendUnavailable, NotReady, Overloaded
 from service.metrics import Metrics
 from service.settings import BatchingSettings, BreakerSettings
@@ -166,19 +167,24 @@ async def test_each_backend_call_resolves_its_pairs_when_it_returns() -> None:
     await batcher.close()
 
 
-async def test_a_request_that_cannot_finish_before_its_deadline_is_refused_at_once() -> None:
+def test_admission_refuses_work_that_does_not_fit_the_deadline_with_a_truthful_retry_after() -> None:
+    backlog = Backlog()
+    admit(wait_s=0.7, remaining_s=1.0, margin=0.8, what="ranking")  # fits 0.8 s
+    with backlog.hold(3.0), pytest.raises(Overloaded) as refused:
+        admit(wait_s=backlog.seconds + 0.5, remaining_s=1.0, margin=0.8, what="ranking")
+    # 3.5 s of work against 0.8 s of budget: it fits once 2.7 s of it have been done.
+    assert refused.value.headers["Retry-After"] == "3"
+    assert backlog.seconds == 0.0
+    with pytest.raises(BackendTimeout):
+        admit(wait_s=0.0, remaining_s=0.0, margin=0.8, what="ranking")
+
+
+async def test_the_measured_speed_turns_pairs_into_seconds() -> None:
     backend = FakeBackend(latency_s=0.05)
     batcher = await make_batcher(backend, max_wait_s=0.0, sub_batch_pairs=1)
-    await batcher.score([pair(10)])  # measures the backend: about 0.05 s a pair
-    backlog = asyncio.create_task(batcher.score([pair(10, s) for s in range(20)]))  # about 1 s of work
-    await asyncio.sleep(0.01)
-    now = time.perf_counter()
-    with pytest.raises(Overloaded) as refused:
-        await batcher.score([pair(10)], deadline=now + 0.3)
-    assert time.perf_counter() - now < 0.05
-    assert int(refused.value.headers["Retry-After"]) >= 1
-    assert (await batcher.score([pair(10)], deadline=time.perf_counter() + 5.0)).shape == (1,)
-    await backlog
+    assert batcher.estimated_seconds(10) is None
+    await batcher.score([pair(10, s) for s in range(4)])
+    assert batcher.estimated_seconds(10) == pytest.approx(0.5, rel=0.3)
     await batcher.close()
 
 
