@@ -49,8 +49,8 @@ class BatchingSettings(BaseModel):
         0.8,
         gt=0.0,
         le=1.0,
-        description="A request is admitted only when the queues' estimated wait plus its own work fits in "
-        "this share of the time left to its deadline (the rest absorbs estimate error); else 429.",
+        description="A request is admitted only when the backlog of admitted work plus its own (estimated "
+        "backend seconds) fits in this share of the time left to its deadline; else 429 at once.",
     )
 
 
