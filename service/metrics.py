@@ -57,10 +57,12 @@ class Metrics:
             f"{p}_request_candidates", "Candidates per ranking request.", buckets=COUNT_BUCKETS, registry=r
         )
         self.batch_pairs = Histogram(
-            f"{p}_batch_pairs",
-            "Pairs per backend call (its sum counts every pair computed).",
+            f"{p}_batch_pairs", "Pairs per batch.", ["model"], buckets=COUNT_BUCKETS, registry=r
+        )
+        self.computed_pairs = Counter(
+            f"{p}_computed_pairs_total",
+            "Pairs sent to backend calls (isolation retries included).",
             ["model"],
-            buckets=COUNT_BUCKETS,
             registry=r,
         )
         self.batch_tokens = Histogram(

@@ -232,6 +232,7 @@ class Batcher:
                 if not item.future.done():
                     item.future.set_exception(error)
             return
+        self.metrics.batch_pairs.labels(self.model).observe(len(items))
         items = sorted(items, key=lambda item: len(item.pair))
         step = self.settings.sub_batch_pairs or len(items)
         chunks = [items[start : start + step] for start in range(0, len(items), step)]
@@ -315,7 +316,7 @@ class Batcher:
         self.rate.observe(pairs=len(pairs), seconds=elapsed)
         m = self.metrics
         m.inference_duration.labels(self.backend.name, self.model).observe(elapsed)
-        m.batch_pairs.labels(self.model).observe(len(pairs))
+        m.computed_pairs.labels(self.model).inc(len(pairs))
         m.batch_tokens.labels(self.model).observe(padded_tokens)
         m.padding_ratio.labels(self.model).observe(1.0 - batch.real_tokens / max(padded_tokens, 1))
         return out

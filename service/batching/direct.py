@@ -149,6 +149,7 @@ class DirectScorer:
         padded = batch.shape[0] * batch.shape[1]
         m.inference_duration.labels(self.backend.name, self.model).observe(time.perf_counter() - started)
         m.batch_pairs.labels(self.model).observe(len(chunk))
+        m.computed_pairs.labels(self.model).inc(len(chunk))
         m.batch_tokens.labels(self.model).observe(padded)
         m.padding_ratio.labels(self.model).observe(1.0 - batch.real_tokens / max(padded, 1))
         return out

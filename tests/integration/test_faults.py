@@ -160,7 +160,7 @@ def test_a_disconnected_clients_pairs_are_never_computed(tmp_path: Path) -> None
 
             assert asyncio.run(scenario()).status_code == 200
             time.sleep(0.5)
-        computed = metric(url, "ranker_batch_pairs_sum", '{model="ranker"}')
+        computed = metric(url, "ranker_computed_pairs_total", '{model="ranker"}')
         dropped = metric(url, "ranker_dropped_pairs_total", '{model="ranker",reason="cancelled"}')
         assert metric(url, "ranker_client_disconnects_total") == 1
         assert dropped >= 95, f"only {dropped} of the gone client's 100 pairs were dropped"
