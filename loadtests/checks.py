@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import requests
+
 #: Failure name of a 429: the service shed load (queue full). Fixed text, so Locust counts every
 #: shed request under one failure type.
 SHED_LOAD = "shed load: 429 overloaded"
@@ -64,6 +66,21 @@ class Guidelines:
         return frozenset().union(*self.allowed.values())
 
     @classmethod
+    def from_service(cls, host: str) -> Guidelines:
+        """Ask a running service (``GET /v1/guidelines``) which intents and actions it knows.
+
+        Raises:
+            ValueError: the service does not answer or its answer is not a guideline listing.
+        """
+        try:
+            response = requests.get(f"{host.rstrip('/')}/v1/guidelines", timeout=10)
+            response.raise_for_status()
+            intents = response.json()["intents"]
+        except (requests.RequestException, ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"cannot read guidelines from {host}/v1/guidelines: {e}") from e
+        return cls.from_mapping(intents, source=f"{host}/v1/guidelines")
+
+    @classmethod
     def from_file(cls, path: str | Path) -> Guidelines:
         """Read a ``kb.json``-format file.
 
@@ -74,12 +91,21 @@ class Guidelines:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             raise ValueError(f"cannot read guidelines {path}: {e}") from e
+        return cls.from_mapping(data, source=str(path))
+
+    @classmethod
+    def from_mapping(cls, data: Any, *, source: str) -> Guidelines:
+        """Intent -> list of actions, checked.
+
+        Raises:
+            ValueError: not a non-empty object of action lists.
+        """
         if not isinstance(data, dict) or not data:
-            raise ValueError(f"{path}: expected a non-empty object of intent -> list of actions")
+            raise ValueError(f"{source}: expected a non-empty object of intent -> list of actions")
         allowed: dict[str, frozenset[str]] = {}
         for intent, actions in data.items():
             if not isinstance(actions, list) or not all(isinstance(a, str) for a in actions):
-                raise ValueError(f"{path}: intent {intent!r} must map to a list of action names")
+                raise ValueError(f"{source}: intent {intent!r} must map to a list of action names")
             allowed[intent] = frozenset(actions)
         return cls(allowed)
 

@@ -44,7 +44,6 @@ from loadtests.slo import Slo, evaluate  # noqa: E402
 logger = logging.getLogger(__name__)
 
 DEFAULT_SUGAR = REPO_ROOT.parent / "shared" / "data" / "sugar" / "sugar.jsonl"
-DEFAULT_GUIDELINES = REPO_ROOT / "service" / "assets" / "guidelines.json"
 #: The default traffic mix, in percent: mostly socialbot turns, few very large pools.
 DEFAULT_WEIGHTS = {"socialbot": 50, "situated": 20, "agent_assist": 25, "large_pool": 5}
 #: Details of the same failure reason logged per process at most this many times (the stats
@@ -62,7 +61,11 @@ OPTIONS: dict[str, tuple[type, Any, str]] = {
         "",
         f"SUGAR JSONL for situated requests (default {DEFAULT_SUGAR} if present, else built-in samples).",
     ),
-    "guidelines": (str, str(DEFAULT_GUIDELINES), "The guideline file the service loads (intent -> actions)."),
+    "guidelines": (
+        str,
+        "",
+        "A guideline file (intent -> actions); default: ask the service (GET /v1/guidelines).",
+    ),
     "target-rps": (float, 0.0, "Requests/s of this Locust process, paced across its users (0: think time)."),
     "wait-min-s": (float, 0.5, "Shortest think time between a user's requests (when not paced)."),
     "wait-max-s": (float, 2.0, "Longest think time between a user's requests (when not paced)."),
@@ -150,12 +153,14 @@ def _options(environment: Environment) -> argparse.Namespace:
     return argparse.Namespace(**defaults)
 
 
-def configure(options: argparse.Namespace) -> str:
+def configure(options: argparse.Namespace, host: str | None = None) -> str:
     """Set the users' traffic, weights and pacing from the options; a line saying what runs.
+
+    The guidelines come from ``--guidelines`` when given, else from the service at ``host``.
 
     Raises:
         ValueError: a weight is negative, all are zero, the think times are reversed, or the
-            guideline or SUGAR file cannot be read.
+            guidelines or the SUGAR file cannot be read.
     """
     weights = {name: getattr(options, f"weight_{name}") for name in SCENARIOS}
     if any(w < 0 for w in weights.values()) or not any(weights.values()):
@@ -167,9 +172,13 @@ def configure(options: argparse.Namespace) -> str:
     if sugar is None and DEFAULT_SUGAR.is_file():
         sugar = DEFAULT_SUGAR
     situated, source = load_situated(sugar)
-    RankClient.traffic = Traffic(
-        guidelines=Guidelines.from_file(options.guidelines), situated=situated, seed=options.seed
-    )
+    if options.guidelines:
+        guidelines = Guidelines.from_file(options.guidelines)
+    elif host:
+        guidelines = Guidelines.from_service(host)
+    else:
+        raise ValueError("no --guidelines file and no --host to ask for them")
+    RankClient.traffic = Traffic(guidelines=guidelines, situated=situated, seed=options.seed)
     # A scenario's share is its number of cards; the common divisor keeps the deck short.
     divisor = math.gcd(*weights.values())
     RankClient.scenario_deck = [name for name, weight in weights.items() for _ in range(weight // divisor)]
@@ -183,7 +192,7 @@ def configure(options: argparse.Namespace) -> str:
 @events.init.add_listener
 def _on_init(environment: Environment, **_kwargs: Any) -> None:
     try:
-        logger.info(configure(_options(environment)))
+        logger.info(configure(_options(environment), environment.host))
     except (OSError, ValueError) as e:
         # Locust logs and carries on after an exception in a listener; a load test with a wrong
         # configuration must not run, so leave at once with the reason.

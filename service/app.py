@@ -11,10 +11,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.api import docs, health
+from service.api import discovery, docs, health
 from service.api.auth import AccessPolicy
 from service.api.middleware import REQUEST_ID_HEADER, RequestContextMiddleware, error_response
 from service.api.rank import build_rank_router
+from service.api.rerank import build_rerank_router
 from service.backends import build_backend
 from service.errors import (
     INTERNAL_ERROR_MESSAGE,
@@ -77,6 +78,8 @@ def create_app(
     )
     _install_error_handlers(app, metrics)
     app.include_router(build_rank_router(settings.limits))
+    app.include_router(build_rerank_router(settings.limits))
+    app.include_router(discovery.router)
     app.include_router(health.router)
     if settings.server.docs:
         docs.install(app)

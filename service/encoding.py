@@ -29,13 +29,17 @@ class OffLoopEncoder:
         return self.encoder.max_length
 
     async def encode(
-        self, turns: Sequence[Turn], statements: Sequence[str], candidates: Sequence[str]
+        self,
+        turns: Sequence[Turn],
+        statements: Sequence[str],
+        candidates: Sequence[str],
+        max_candidate_tokens: int | None = None,
     ) -> list[EncodedPair]:
         """One pair per candidate, encoded on the executor."""
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
         pairs = await loop.run_in_executor(
-            self.executor, self.encoder.encode_request, turns, statements, candidates
+            self.executor, self.encoder.encode_request, turns, statements, candidates, max_candidate_tokens
         )
         elapsed = time.perf_counter() - started
         self.metrics.tokenization_duration.labels(self.backend, self.model).observe(elapsed)

@@ -25,7 +25,19 @@ COUNT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 TOKEN_BUCKETS = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
 RATIO_BUCKETS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
 #: Paths timed under their own ``route`` label; any other path is ``other`` (label values stay few).
-ROUTES = frozenset({"/rank", "/healthz", "/readyz", "/metrics", "/docs", "/openapi.json"})
+ROUTES = frozenset(
+    {
+        "/rank",
+        "/v2/rerank",
+        "/v1/rerank",
+        "/v1/guidelines",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/docs",
+        "/openapi.json",
+    }
+)
 SCORE_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST

@@ -61,6 +61,8 @@ class RankQuery:
     top_k: int | None = None
     min_score: float | None = None
     select_statements: bool = True
+    #: Cut each candidate to this many tokens (rerank clients' ``max_tokens_per_doc``).
+    max_candidate_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,8 @@ class RankResult:
     abstain: bool
     threshold: float
     statements_used: list[int] = field(default_factory=list)
+    #: Tokens of the ranked pairs (rerank clients' ``usage``).
+    tokens: int = 0
 
 
 class Ranker:
@@ -163,14 +167,18 @@ class Ranker:
                     self.metrics.backlog.set(self.backlog.seconds)
                     statements = [query.situations[i] for i in statements_used]
                     pairs = await self.encoder.encode(
-                        query.turns, statements, [query.candidates[i].text for i in scored]
+                        query.turns,
+                        statements,
+                        [query.candidates[i].text for i in scored],
+                        query.max_candidate_tokens,
                     )
                     logits = await self.batcher.score(pairs, deadline=deadline)
         except TimeoutError:
             raise BackendTimeout(f"no scores within {timeout:g} s") from None
         finally:
             self.metrics.backlog.set(self.backlog.seconds)
-        return self._result(query, reasons, scored, logits, statements_used)
+        tokens = sum(len(pair) for pair in pairs)
+        return self._result(query, reasons, scored, logits, statements_used, tokens)
 
     def _work(self, query: RankQuery, candidates: int) -> tuple[float, float]:
         """Estimated backend seconds of the request's ranker and selector pairs (0 when unmeasured)."""
@@ -203,6 +211,7 @@ class Ranker:
         scored: list[int],
         logits: np.ndarray,
         statements_used: list[int],
+        tokens: int = 0,
     ) -> RankResult:
         probabilities = self.bundle.calibration(logits)
         ranking: list[RankedCandidate] = []
@@ -240,6 +249,7 @@ class Ranker:
             abstain=abstain,
             threshold=threshold,
             statements_used=statements_used,
+            tokens=tokens,
         )
 
     def _observe(

@@ -124,11 +124,18 @@ class PairEncoder:
         turns: Sequence[Turn],
         statements: Sequence[str],
         candidates: Sequence[str],
+        max_candidate_tokens: int | None = None,
     ) -> list[EncodedPair]:
-        """Encode one pair per candidate, sharing the context's tokenization across them."""
+        """Encode one pair per candidate, sharing the context's tokenization across them.
+
+        ``max_candidate_tokens`` cuts each candidate to its first that many tokens first (a rerank
+        client's ``max_tokens_per_doc``).
+        """
         turn_ids = self._ids([turn_text(t) for t in turns])
         statement_ids = self._ids(statements)
         candidate_ids = self._ids(candidates)
+        if max_candidate_tokens is not None:
+            candidate_ids = [ids[:max_candidate_tokens] for ids in candidate_ids]
         return [self._assemble(turn_ids, statement_ids, ids) for ids in candidate_ids]
 
     def encode(self, turns: Sequence[Turn], statements: Sequence[str], candidate: str) -> EncodedPair:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -24,12 +25,11 @@ STEP_SHAPE = "loadtests/shapes/step.py"
 REPORT_PREFIX = "smoke"  # --csv writes smoke_stats.csv, smoke_failures.csv, ...
 
 
-@pytest.fixture(scope="module")
-def server_url(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    log_path = tmp_path_factory.mktemp("server") / "server.log"
+@contextmanager
+def running_service(args: list[str], log_path: Path) -> Iterator[str]:
     # The log goes to a file: a pipe nobody reads during the load would fill and stall the server.
     with log_path.open("wb") as log:
-        process, base_url = launch_service(["--model", str(model_dir)], cwd=REPO_ROOT, stdout=log)
+        process, base_url = launch_service(args, cwd=REPO_ROOT, stdout=log)
         try:
             try:
                 wait_ready(base_url, process)
@@ -39,6 +39,14 @@ def server_url(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
         finally:
             process.terminate()
             process.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def server_url(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with running_service(
+        ["--model", str(model_dir)], tmp_path_factory.mktemp("server") / "server.log"
+    ) as url:
+        yield url
 
 
 def run_locust(base_url: str, out: Path, *args: str, run_time_s: int) -> tuple[int, str]:
@@ -100,3 +108,40 @@ def test_the_slo_gate_fails_a_run_whose_p95_is_over_the_limit(server_url: str, t
 
     assert code != 0, output[-4000:]
     assert "SLO gate FAILED" in output and "ms > 1 ms" in output, output[-4000:]
+
+
+def test_agent_traffic_runs_clean_against_guidelines_the_suite_was_not_told(
+    model_dir: Path, abcd_kb: Path, tmp_path: Path
+) -> None:
+    # The service loads ABCD's 55 intents; Locust gets no --guidelines and asks GET /v1/guidelines.
+    args = ["--model", str(model_dir), "--guidelines", str(abcd_kb)]
+    with running_service(args, tmp_path / "server.log") as url:
+        only_agent = [
+            arg
+            for name in SCENARIOS
+            for arg in (f"--weight-{name.replace('_', '-')}", "1" if name == "agent_assist" else "0")
+        ]
+        code, output = run_locust(
+            url,
+            tmp_path,
+            *(
+                "-f",
+                LOCUSTFILE,
+                "--users",
+                "2",
+                "--spawn-rate",
+                "2",
+                "--wait-min-s",
+                "0.05",
+                "--wait-max-s",
+                "0.2",
+            ),
+            *only_agent,
+            *("--slo-max-error-ratio", "0", "--slo-p95-ms", "600000"),
+            run_time_s=10,
+        )
+    assert code == 0, output[-4000:]
+    with (tmp_path / f"{REPORT_PREFIX}_stats.csv").open(newline="") as f:
+        rows = {row["Name"]: row for row in csv.DictReader(f)}
+    row = rows["rank:agent_assist"]
+    assert int(row["Request Count"]) > 0 and int(row["Failure Count"]) == 0, row

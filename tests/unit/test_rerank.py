@@ -1,0 +1,119 @@
+"""Rerank routes (Cohere v2, Jina/vLLM v1) and guideline discovery, on the fake backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import serve_in_process
+
+from service.app import create_app
+from service.settings import Settings
+
+QUERY = "could you make some coffee"
+DOCUMENTS = ["sure", "no", "i will make tea", "one moment please"]
+
+
+def app_for(bundle: Path, **overrides):
+    return create_app(Settings(backend="fake", model=bundle, **overrides))
+
+
+async def test_v2_rerank_scores_equal_rank_scores_best_first(fake_bundle: Path) -> None:
+    async with serve_in_process(app_for(fake_bundle)) as client:
+        rank = (await client.post("/rank", json={"context": QUERY, "candidates": DOCUMENTS})).json()
+        rerank = await client.post(
+            "/v2/rerank", json={"model": "tiny-fake", "query": QUERY, "documents": DOCUMENTS}
+        )
+    assert rerank.status_code == 200, rerank.text
+    body = rerank.json()
+    by_index = {r["index"]: r["relevance_score"] for r in body["results"]}
+    assert by_index == {int(r["id"]): r["score"] for r in rank["ranking"]}
+    scores = [r["relevance_score"] for r in body["results"]]
+    assert scores == sorted(scores, reverse=True)
+    assert body["meta"]["api_version"]["version"] == "2" and body["id"]
+    assert body["model"] == "tiny-fake@1" and body["abstain"] == rank["abstain"]
+
+
+async def test_top_n_object_documents_and_context_extras(fake_bundle: Path) -> None:
+    request = {
+        "query": QUERY,
+        "documents": [{"text": d} for d in DOCUMENTS],
+        "top_n": 2,
+        "context": [{"speaker": "agent", "text": "hello"}],
+    }
+    async with serve_in_process(app_for(fake_bundle)) as client:
+        body = (await client.post("/v2/rerank", json=request)).json()
+        rank = await client.post(
+            "/rank",
+            json={"context": [{"speaker": "agent", "text": "hello"}, {"speaker": "user", "text": QUERY}],
+                  "candidates": DOCUMENTS, "top_k": 2},
+        )  # fmt: skip
+    assert [r["index"] for r in body["results"]] == [int(r["id"]) for r in rank.json()["ranking"]]
+    assert len(body["results"]) == 2
+
+
+async def test_v1_rerank_echoes_documents_and_counts_tokens(fake_bundle: Path) -> None:
+    async with serve_in_process(app_for(fake_bundle)) as client:
+        full = (await client.post("/v1/rerank", json={"query": QUERY, "documents": DOCUMENTS})).json()
+        bare = (
+            await client.post(
+                "/v1/rerank", json={"query": QUERY, "documents": DOCUMENTS, "return_documents": False}
+            )
+        ).json()
+        cut = (
+            await client.post(
+                "/v1/rerank", json={"query": QUERY, "documents": DOCUMENTS, "max_tokens_per_doc": 1}
+            )
+        ).json()
+    assert all(r["document"]["text"] == DOCUMENTS[r["index"]] for r in full["results"])
+    assert all("document" not in r for r in bare["results"])
+    assert full["usage"]["total_tokens"] > cut["usage"]["total_tokens"] > 0
+    assert full["model"] == "tiny-fake@1"
+
+
+async def test_rerank_masks_documents_by_action_for_an_intent(fake_bundle: Path) -> None:
+    documents = [{"text": "sure", "action": "cancel-order"}, {"text": "one moment please"}]
+    async with serve_in_process(app_for(fake_bundle)) as client:
+        intents = (await client.get("/v1/guidelines")).json()["intents"]
+        intent = next(i for i, actions in intents.items() if "cancel-order" not in actions)
+        body = (
+            await client.post("/v2/rerank", json={"query": QUERY, "documents": documents, "intent": intent})
+        ).json()
+    assert [r["index"] for r in body["results"]] == [1]
+    assert body["masked"][0]["index"] == 0
+
+
+@pytest.mark.parametrize(
+    ("request_body", "field"),
+    [
+        ({"query": QUERY, "documents": []}, "documents"),
+        ({"query": "\u200b", "documents": DOCUMENTS}, "query"),
+        ({"query": QUERY, "documents": DOCUMENTS, "top_n": True}, "top_n"),
+        ({"query": QUERY, "documents": DOCUMENTS, "model": "rerank-v3.5"}, "model"),
+        ({"query": QUERY, "documents": DOCUMENTS, "relevant_spans": {}}, "relevant_spans"),
+        ({"query": QUERY, "documents": DOCUMENTS, "intent": "nope"}, "intent"),
+    ],
+)
+async def test_bad_rerank_requests_are_a_422_naming_the_field(
+    fake_bundle: Path, request_body: dict, field: str
+) -> None:
+    async with serve_in_process(app_for(fake_bundle)) as client:
+        response = await client.post("/v2/rerank", json=request_body)
+    assert response.status_code == 422, response.text
+    assert field in response.json()["error"]["message"]
+
+
+async def test_rerank_takes_the_configured_limits(fake_bundle: Path) -> None:
+    async with serve_in_process(app_for(fake_bundle, limits={"max_candidates": 2})) as client:
+        response = await client.post("/v1/rerank", json={"query": QUERY, "documents": DOCUMENTS})
+    assert response.status_code == 422 and "documents" in response.json()["error"]["message"]
+
+
+async def test_guidelines_are_discoverable(fake_bundle: Path, abcd_kb: Path) -> None:
+    import json
+
+    async with serve_in_process(app_for(fake_bundle, guidelines=abcd_kb)) as client:
+        body = (await client.get("/v1/guidelines")).json()
+    expected = json.loads(abcd_kb.read_text())
+    assert body["source"] == "kb.json"
+    assert body["intents"] == {intent: sorted(actions) for intent, actions in expected.items()}
