@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from opentelemetry.sdk.trace import TracerProvider
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.api import discovery, docs, health
@@ -29,6 +30,7 @@ from service.errors import (
 from service.metrics import Metrics
 from service.runtime import BackendFactory, Runtime
 from service.settings import Settings
+from service.tracing import provider_from_env, tracer_of
 
 logger = logging.getLogger(__name__)
 
@@ -37,24 +39,36 @@ MAX_LISTED_ERRORS = 5
 
 
 def create_app(
-    settings: Settings, *, backend_factory: BackendFactory = build_backend, metrics: Metrics | None = None
+    settings: Settings,
+    *,
+    backend_factory: BackendFactory = build_backend,
+    metrics: Metrics | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> FastAPI:
     """A ranking app; the model loads in its lifespan (``/readyz`` is 503 until then).
+
+    Traces go to ``tracer_provider`` (tests), else as the ``OTEL_*`` variables say, else nowhere.
 
     Raises:
         KeyFileError: a configured API key file cannot be read or holds no key.
     """
     metrics = metrics or Metrics(generators=settings.ranking.generators)
     access = AccessPolicy.from_settings(settings.auth)
+    owned_provider = None if tracer_provider is not None else provider_from_env()
+    tracer = tracer_of(tracer_provider or owned_provider)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.runtime = await Runtime.start(settings, metrics, backend_factory=backend_factory)
+        app.state.runtime = await Runtime.start(
+            settings, metrics, backend_factory=backend_factory, tracer=tracer
+        )
         try:
             yield
         finally:
             runtime, app.state.runtime = app.state.runtime, None
             await runtime.close()
+            if owned_provider is not None:
+                owned_provider.shutdown()  # flushes the spans still queued
 
     app = FastAPI(
         title="Response ranking service",
@@ -75,6 +89,7 @@ def create_app(
         max_body_bytes=settings.limits.max_body_bytes,
         read_timeout_s=settings.server.read_timeout_s,
         access=access,
+        tracer=tracer,
     )
     _install_error_handlers(app, metrics)
     app.include_router(build_rank_router(settings.limits))

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 import numpy as np
+from opentelemetry import trace
 
+from service import tracing
 from service.batching import Scorer
 from service.batching.admission import Backlog, admit
 from service.encoding import OffLoopEncoder
@@ -116,6 +118,7 @@ class Ranker:
         request_timeout_s: float,
         selector: StatementSelector | None = None,
         admission_margin: float = 1.0,
+        tracer: trace.Tracer | None = None,
     ) -> None:
         self.bundle = bundle
         self.encoder = encoder
@@ -127,6 +130,7 @@ class Ranker:
         self.selector = selector
         self.admission_margin = admission_margin
         self.backlog = Backlog()
+        self.tracer = tracer or trace.NoOpTracer()
 
     async def rank(self, query: RankQuery, *, timeout_s: float | None = None) -> RankResult:
         """Score, mask and order the query's candidates.
@@ -162,16 +166,29 @@ class Ranker:
         try:
             async with asyncio.timeout(timeout):
                 with self.backlog.hold(ranker_s):
-                    with self.backlog.hold(selector_s):
+                    with (
+                        self.backlog.hold(selector_s),
+                        self.tracer.start_as_current_span("select statements") as span,
+                    ):
                         statements_used = await self._statements(query, deadline)
+                        span.set_attributes(
+                            {
+                                tracing.STATEMENTS_GIVEN: len(query.situations),
+                                tracing.STATEMENTS_KEPT: len(statements_used),
+                            }
+                        )
                     self.metrics.backlog.set(self.backlog.seconds)
                     statements = [query.situations[i] for i in statements_used]
-                    pairs = await self.encoder.encode(
-                        query.turns,
-                        statements,
-                        [query.candidates[i].text for i in scored],
-                        query.max_candidate_tokens,
-                    )
+                    with self.tracer.start_as_current_span("encode pairs") as span:
+                        pairs = await self.encoder.encode(
+                            query.turns,
+                            statements,
+                            [query.candidates[i].text for i in scored],
+                            query.max_candidate_tokens,
+                        )
+                        span.set_attributes(
+                            {tracing.PAIRS: len(pairs), tracing.TOKENS: sum(len(p) for p in pairs)}
+                        )
                     logits = await self.batcher.score(pairs, deadline=deadline)
         except TimeoutError:
             raise BackendTimeout(f"no scores within {timeout:g} s") from None

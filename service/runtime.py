@@ -12,6 +12,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from opentelemetry import trace
+
 from service.backends import AnyBackend, build_backend, is_remote
 from service.batching import Batcher, DirectScorer, Scorer
 from service.encoding import OffLoopEncoder
@@ -46,7 +48,12 @@ class Runtime:
 
     @classmethod
     async def start(
-        cls, settings: Settings, metrics: Metrics, *, backend_factory: BackendFactory = build_backend
+        cls,
+        settings: Settings,
+        metrics: Metrics,
+        *,
+        backend_factory: BackendFactory = build_backend,
+        tracer: trace.Tracer | None = None,
     ) -> Runtime:
         """Load the bundle and guidelines, start backends and batchers.
 
@@ -54,6 +61,7 @@ class Runtime:
             BundleError, GuidelineError: a file is missing or malformed.
             BackendUnavailable: a backend cannot start.
         """
+        tracer = tracer or trace.NoOpTracer()
         executor = ThreadPoolExecutor(settings.executor_threads, thread_name_prefix="ranker")
         loop = asyncio.get_running_loop()
         backends: list[AnyBackend] = []
@@ -71,7 +79,7 @@ class Runtime:
                     backends.append(backend)
                     batcher = DirectScorer(
                         backend=backend, pad=encoder.pad, metrics=metrics, model=model,
-                        max_in_flight_pairs=settings.batching.queue_max_pairs,
+                        max_in_flight_pairs=settings.batching.queue_max_pairs, tracer=tracer,
                     )  # fmt: skip
                 else:
                     await loop.run_in_executor(executor, backend.start)
@@ -84,6 +92,7 @@ class Runtime:
                     batcher = Batcher(
                         backend=backend, pad=encoder.pad, settings=batching, executor=executor,
                         metrics=metrics, model=model, max_length=encoder_max, breaker=settings.breaker,
+                        tracer=tracer,
                     )  # fmt: skip
                 await batcher.start(warm_up=isinstance(batcher, Batcher))
                 batchers.append(batcher)
@@ -121,6 +130,7 @@ class Runtime:
                 request_timeout_s=settings.limits.request_timeout_s,
                 selector=selector,
                 admission_margin=settings.batching.admission_margin,
+                tracer=tracer,
             )
         except BaseException:
             await _close(batchers, backends, executor)

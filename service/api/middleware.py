@@ -2,7 +2,8 @@
 
 A plain ASGI middleware (no per-request thread). In order:
 
-1. request id, duration and in-flight metrics;
+1. request id, duration and in-flight metrics, and the request's server span (continuing an
+   incoming W3C ``traceparent``; see :mod:`service.tracing`);
 2. API keys (:mod:`service.api.auth`): 401 before the body is even read;
 3. content type: a body that is not JSON is 415;
 4. the body, read up to ``max_body_bytes`` (413) and within ``read_timeout_s`` of the request's
@@ -19,6 +20,7 @@ import re
 import time
 import uuid
 
+from opentelemetry import propagate, trace
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -81,12 +83,14 @@ class RequestContextMiddleware:
         max_body_bytes: int,
         read_timeout_s: float,
         access: AccessPolicy | None = None,
+        tracer: trace.Tracer | None = None,
     ) -> None:
         self.app = app
         self.metrics = metrics
         self.max_body_bytes = max_body_bytes
         self.read_timeout_s = read_timeout_s
         self.access = access or AccessPolicy()
+        self.tracer = tracer or trace.NoOpTracer()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Handle one ASGI call."""
@@ -106,20 +110,35 @@ class RequestContextMiddleware:
                 message["headers"] = [*message["headers"], (REQUEST_ID_HEADER.encode(), request_id.encode())]
             await send(message)
 
+        route = route_label(scope["path"])
+        carrier = {
+            name.decode("latin-1"): value.decode("latin-1") for name, value in scope.get("headers", [])
+        }
         self.metrics.requests_in_flight.inc()
+        span = self.tracer.start_span(
+            f"{scope['method']} {route}",
+            context=propagate.extract(carrier),
+            kind=trace.SpanKind.SERVER,
+            attributes={"http.request.method": scope["method"], "http.route": route},
+        )
         try:
-            try:
-                self.access.check(scope)
-                self._check_content_type(scope)
-                body = await self._read_body(receive, started)
-            except RankerError as error:
-                await error_response(error, request_id, self.metrics)(scope, receive, send_with_id)
-                return
-            await self._run_until_disconnect(scope, body, receive, send_with_id)
+            with trace.use_span(span, end_on_exit=False):
+                try:
+                    self.access.check(scope)
+                    self._check_content_type(scope)
+                    body = await self._read_body(receive, started)
+                except RankerError as error:
+                    await error_response(error, request_id, self.metrics)(scope, receive, send_with_id)
+                    return
+                await self._run_until_disconnect(scope, body, receive, send_with_id)
         finally:
             self.metrics.requests_in_flight.dec()
             elapsed_s = time.perf_counter() - started
-            self.metrics.request_duration.labels(route_label(scope["path"]), str(status)).observe(elapsed_s)
+            self.metrics.request_duration.labels(route, str(status)).observe(elapsed_s)
+            span.set_attribute("http.response.status_code", status)
+            if status >= 500:
+                span.set_status(trace.StatusCode.ERROR)
+            span.end()
 
     def _check_content_type(self, scope: Scope) -> None:
         if scope["method"] not in _BODY_METHODS:

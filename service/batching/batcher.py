@@ -33,7 +33,9 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 
 import numpy as np
+from opentelemetry import trace
 
+from service import tracing
 from service.backends.base import Backend
 from service.batching.admission import ServiceRate
 from service.batching.breaker import BreakerState, CircuitBreaker
@@ -82,6 +84,7 @@ class Batcher:
         model: str = "ranker",
         max_length: int | None = None,
         breaker: BreakerSettings | None = None,
+        tracer: trace.Tracer | None = None,
     ) -> None:
         self.backend = backend
         self.pad = pad
@@ -100,6 +103,7 @@ class Batcher:
         self.failures = FailureLog(logger, model=model, traceback_interval_s=health.traceback_interval_s)
         # Real tokens of the batch being run that have not been scored yet (part of any wait).
         self._running_tokens = 0
+        self.tracer = tracer or trace.NoOpTracer()
         self._task: asyncio.Task[None] | None = None
 
     async def start(self, *, warm_up: bool = False) -> None:
@@ -175,23 +179,45 @@ class Batcher:
         if deadline is not None and deadline <= time.perf_counter():
             raise BackendTimeout(f"{self.model}: the request's deadline passed before it was queued")
         loop = asyncio.get_running_loop()
-        items = [WorkItem(pair, loop.create_future(), deadline=deadline) for pair in pairs]
+        context = trace.get_current_span().get_span_context()
+        items = [WorkItem(pair, loop.create_future(), deadline=deadline, context=context) for pair in pairs]
         self.queue.put_all(items)
         self._observe_queue()
-        # Cancelling this gather (client gone, timeout) cancels the futures: the worker drops them.
-        logits = await asyncio.gather(*(item.future for item in items))
+        attributes: dict[str, str | int] = {
+            tracing.ROLE: self.model,
+            tracing.PAIRS: len(pairs),
+            tracing.TOKENS: sum(len(pair) for pair in pairs),
+        }
+        with self.tracer.start_as_current_span("score", attributes=attributes):
+            # Cancelling this gather (client gone, timeout) cancels the futures: the worker drops them.
+            logits = await asyncio.gather(*(item.future for item in items))
+            self._trace_queue_wait(items, attributes)
         return np.asarray(logits, dtype=np.float32)
+
+    def _trace_queue_wait(self, items: list[WorkItem], attributes: dict[str, str | int]) -> None:
+        """A span from the request's pairs entering the queue to its first backend call."""
+        started = [item.started_ns for item in items if item.started_ns is not None]
+        if started:
+            span = self.tracer.start_span(
+                "queue wait", start_time=items[0].enqueued_ns, attributes=attributes
+            )
+            span.end(end_time=min(started))
 
     async def _run(self) -> None:
         while True:
+            items: list[WorkItem] = []
             try:
                 items = await self._next_batch()
                 if items:
                     await self._execute(items)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # a bug here must not kill the worker and hang every waiter
+            except Exception:  # a bug here must not kill the worker, nor leave its batch waiting
                 logger.exception("batcher worker error model=%s", self.model)
+                error = BackendError(f"{self.model} batch could not be run")
+                for item in items:
+                    if not item.future.done():
+                        item.future.set_exception(error)
 
     def _is_full(self) -> bool:
         return len(self.queue) >= self.settings.max_pairs or self.queue.tokens >= self.settings.max_tokens
@@ -277,9 +303,29 @@ class Batcher:
         if not live:
             return
         loop = asyncio.get_running_loop()
+        now_ns = time.time_ns()
+        for item in live:
+            item.started_ns = item.started_ns or now_ns
+        # SpanContext is not hashable: one link per request span, keyed by its ids.
+        links = {
+            (c.trace_id, c.span_id): c for item in live if (c := item.context) is not None and c.is_valid
+        }
+        span = self.tracer.start_span(
+            "backend call",
+            links=[trace.Link(context) for context in links.values()],
+            attributes={
+                tracing.ROLE: self.model,
+                tracing.BACKEND: self.backend.name,
+                tracing.PAIRS: len(live),
+                tracing.TOKENS: sum(len(item.pair) for item in live),
+            },
+        )
         try:
-            logits = await loop.run_in_executor(self.executor, self._infer, [item.pair for item in live])
+            with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+                logits = await loop.run_in_executor(self.executor, self._infer, [item.pair for item in live])
         except Exception as e:
+            span.set_status(trace.StatusCode.ERROR, type(e).__name__)
+            span.end()
             outcome.failed_calls += 1
             outcome.error = outcome.error or e
             self.metrics.batch_failures.labels(self.model).inc()
@@ -299,6 +345,7 @@ class Batcher:
                 if not item.future.done():
                     item.future.set_exception(error)
             return
+        span.end()
         outcome.succeeded += len(live)
         for item, logit in zip(live, logits, strict=True):
             if not item.future.done():

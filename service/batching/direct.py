@@ -20,7 +20,9 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
+from opentelemetry import trace
 
+from service import tracing
 from service.backends.base import RemoteBackend
 from service.batching.batcher import PadFn
 from service.errors import BackendError, BackendTimeout, NotReady, Overloaded, RankerError
@@ -47,6 +49,7 @@ class DirectScorer:
         metrics: Metrics,
         max_in_flight_pairs: int,
         model: str = "ranker",
+        tracer: trace.Tracer | None = None,
     ) -> None:
         self.backend = backend
         self.pad = pad
@@ -55,6 +58,7 @@ class DirectScorer:
         self.model = model
         self.in_flight = 0
         self._running = False
+        self.tracer = tracer or trace.NoOpTracer()
 
     async def start(self, *, warm_up: bool = False) -> None:
         """Accept work (no warm-up: the remote server warms its own models)."""
@@ -124,8 +128,16 @@ class DirectScorer:
         # Padding a request's pairs is a few small numpy fills: cheaper here than a thread hop.
         batch = self.pad([pairs[i] for i in chunk], pad_to=length)
         started = time.perf_counter()
+        attributes: dict[str, str | int] = {
+            tracing.ROLE: self.model,
+            tracing.BACKEND: self.backend.name,
+            tracing.PAIRS: len(chunk),
+            tracing.TOKENS: batch.real_tokens,
+            tracing.PADDED_TOKENS: batch.shape[0] * batch.shape[1],
+        }
         try:
-            out = np.asarray(await self.backend.infer(batch), dtype=np.float32).reshape(-1)
+            with self.tracer.start_as_current_span("backend call", attributes=attributes):
+                out = np.asarray(await self.backend.infer(batch), dtype=np.float32).reshape(-1)
             if out.shape[0] != len(chunk):
                 raise BackendError(
                     f"{self.model} backend returned {out.shape[0]} logits for {len(chunk)} pairs"

@@ -15,6 +15,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from opentelemetry.trace import SpanContext
+
 from service.errors import BackendTimeout, Overloaded
 from service.tokenization import EncodedPair
 
@@ -31,6 +33,10 @@ class WorkItem:
     future: asyncio.Future[float]
     enqueued_at: float = field(default_factory=time.perf_counter)
     deadline: float | None = None
+    #: The request's span (a backend call links to it) and wall-clock times for the queue-wait span.
+    context: SpanContext | None = None
+    enqueued_ns: int = field(default_factory=time.time_ns)
+    started_ns: int | None = None
 
 
 def drop_reason(item: WorkItem, now: float) -> str | None:
