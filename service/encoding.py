@@ -15,13 +15,21 @@ class OffLoopEncoder:
     """Runs :meth:`PairEncoder.encode_request` on an executor thread."""
 
     def __init__(
-        self, encoder: PairEncoder, *, executor: Executor, metrics: Metrics, backend: str, model: str
+        self,
+        encoder: PairEncoder,
+        *,
+        executor: Executor,
+        metrics: Metrics,
+        backend: str,
+        model: str,
+        role: str,
     ) -> None:
         self.encoder = encoder
         self.executor = executor
         self.metrics = metrics
         self.backend = backend
         self.model = model
+        self.role = role
 
     @property
     def max_length(self) -> int:
@@ -42,5 +50,5 @@ class OffLoopEncoder:
             self.executor, self.encoder.encode_request, turns, statements, candidates, max_candidate_tokens
         )
         elapsed = time.perf_counter() - started
-        self.metrics.tokenization_duration.labels(self.backend, self.model).observe(elapsed)
+        self.metrics.tokenization_duration.labels(self.backend, self.model, self.role).observe(elapsed)
         return pairs

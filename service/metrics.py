@@ -66,62 +66,74 @@ class Metrics:
         self.requests_in_flight = Gauge(f"{p}_requests_in_flight", "HTTP requests being served.", registry=r)
         self.errors = Counter(f"{p}_errors_total", "Error responses by error type.", ["type"], registry=r)
         self.candidates = Histogram(
-            f"{p}_request_candidates", "Candidates per ranking request.", buckets=COUNT_BUCKETS, registry=r
+            f"{p}_request_candidates",
+            "Candidates per ranking request.",
+            ["model"],
+            buckets=COUNT_BUCKETS,
+            registry=r,
         )
         self.batch_pairs = Histogram(
-            f"{p}_batch_pairs", "Pairs per batch.", ["model"], buckets=COUNT_BUCKETS, registry=r
+            f"{p}_batch_pairs", "Pairs per batch.", ["model", "role"], buckets=COUNT_BUCKETS, registry=r
         )
         self.computed_pairs = Counter(
             f"{p}_computed_pairs_total",
             "Pairs sent to backend calls (isolation retries included).",
-            ["model"],
+            ["model", "role"],
             registry=r,
         )
         self.batch_tokens = Histogram(
             f"{p}_batch_tokens",
             "Tokens per batch, padding included.",
-            ["model"],
+            ["model", "role"],
             buckets=TOKEN_BUCKETS,
             registry=r,
         )
         self.padding_ratio = Histogram(
             f"{p}_batch_padding_ratio",
             "Share of a batch's tokens that are padding.",
-            ["model"],
+            ["model", "role"],
             buckets=RATIO_BUCKETS,
             registry=r,
         )
         self.queue_wait = Histogram(
             f"{p}_queue_wait_seconds",
             "Time a pair waits before its batch starts.",
-            ["model"],
+            ["model", "role"],
             buckets=WAIT_BUCKETS_S,
             registry=r,
         )
-        self.queue_pairs = Gauge(f"{p}_queue_pairs", "Pairs waiting for a batch.", ["model"], registry=r)
+        self.queue_pairs = Gauge(
+            f"{p}_queue_pairs", "Pairs waiting for a batch.", ["model", "role"], registry=r
+        )
         self.batch_failures = Counter(
             f"{p}_batch_failures_total",
             "Backend calls that failed (isolation retries included).",
-            ["model"],
+            ["model", "role"],
             registry=r,
         )
         self.failed_pairs = Counter(
-            f"{p}_failed_pairs_total", "Pairs that failed even in a backend call of their own.", ["model"],
+            f"{p}_failed_pairs_total",
+            "Pairs that failed even in a backend call of their own.",
+            ["model", "role"],
             registry=r,
-        )  # fmt: skip
+        )
         self.dropped_pairs = Counter(
             f"{p}_dropped_pairs_total",
             "Queued pairs never computed: their request was cancelled (client gone) or expired.",
-            ["model", "reason"],
+            ["model", "role", "reason"],
             registry=r,
         )
         self.backlog = Gauge(
             f"{p}_backlog_seconds",
             "Estimated backend seconds of the requests admitted and not yet answered (admission).",
+            ["model"],
             registry=r,
         )
         self.breaker_open = Gauge(
-            f"{p}_circuit_open", "1 while the backend's circuit breaker is open.", ["model"], registry=r
+            f"{p}_circuit_open",
+            "1 while the backend's circuit breaker is open.",
+            ["model", "role"],
+            registry=r,
         )
         self.connections = Gauge(f"{p}_open_connections", "Open HTTP connections.", registry=r)
         self.client_disconnects = Counter(
@@ -132,43 +144,46 @@ class Metrics:
         self.tokenization_duration = Histogram(
             f"{p}_tokenization_duration_seconds",
             "Pair encoding time per request.",
-            ["backend", "model"],
+            ["backend", "model", "role"],
             buckets=LATENCY_BUCKETS_S,
             registry=r,
         )
         self.inference_duration = Histogram(
             f"{p}_inference_duration_seconds",
             "Backend time per batch (padding included).",
-            ["backend", "model"],
+            ["backend", "model", "role"],
             buckets=LATENCY_BUCKETS_S,
             registry=r,
         )
         self.masked = Counter(
-            f"{p}_masked_candidates_total", "Masked candidates by reason.", ["reason"], registry=r
+            f"{p}_masked_candidates_total", "Masked candidates by reason.", ["model", "reason"], registry=r
         )
         self.abstentions = Counter(
-            f"{p}_abstentions_total", "Requests where no candidate reached the threshold.", registry=r
+            f"{p}_abstentions_total",
+            "Requests where no candidate reached the threshold.",
+            ["model"],
+            registry=r,
         )
         self.top1 = Counter(
             f"{p}_top1_selections_total",
             "Top-ranked candidates (not abstained) by generator.",
-            ["generator"],
+            ["model", "generator"],
             registry=r,
         )
         self.scores = Histogram(
             f"{p}_candidate_score",
             "Calibrated candidate scores by generator.",
-            ["generator"],
+            ["model", "generator"],
             buckets=SCORE_BUCKETS,
             registry=r,
         )
         self.statements = Counter(
             f"{p}_statements_total",
             "Situational statements given to the selector and kept by it.",
-            ["outcome"],
+            ["model", "outcome"],
             registry=r,
         )
-        self.model_info = Info(f"{p}_model", "The loaded model bundle and backend.", registry=r)
+        self.model_info = Info(f"{p}_model", "Each served model's bundle and backend.", ["model"], registry=r)
 
     def generator_label(self, generator: str | None) -> str:
         """The label value for a generator name: itself if configured, else ``other``/``none``."""

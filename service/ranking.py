@@ -119,6 +119,7 @@ class Ranker:
         selector: StatementSelector | None = None,
         admission_margin: float = 1.0,
         tracer: trace.Tracer | None = None,
+        name: str | None = None,
     ) -> None:
         self.bundle = bundle
         self.encoder = encoder
@@ -131,6 +132,8 @@ class Ranker:
         self.admission_margin = admission_margin
         self.backlog = Backlog()
         self.tracer = tracer or trace.NoOpTracer()
+        #: The served model's name: a metric label and what requests select it by.
+        self.name = name or bundle.name
 
     async def rank(self, query: RankQuery, *, timeout_s: float | None = None) -> RankResult:
         """Score, mask and order the query's candidates.
@@ -177,7 +180,7 @@ class Ranker:
                                 tracing.STATEMENTS_KEPT: len(statements_used),
                             }
                         )
-                    self.metrics.backlog.set(self.backlog.seconds)
+                    self.metrics.backlog.labels(self.name).set(self.backlog.seconds)
                     statements = [query.situations[i] for i in statements_used]
                     with self.tracer.start_as_current_span("encode pairs") as span:
                         pairs = await self.encoder.encode(
@@ -193,7 +196,7 @@ class Ranker:
         except TimeoutError:
             raise BackendTimeout(f"no scores within {timeout:g} s") from None
         finally:
-            self.metrics.backlog.set(self.backlog.seconds)
+            self.metrics.backlog.labels(self.name).set(self.backlog.seconds)
         tokens = sum(len(pair) for pair in pairs)
         return self._result(query, reasons, scored, logits, statements_used, tokens)
 
@@ -277,13 +280,13 @@ class Ranker:
         abstain: bool,
     ) -> None:
         m = self.metrics
-        m.candidates.observe(len(query.candidates))
+        m.candidates.labels(self.name).observe(len(query.candidates))
         for reason in reasons:
             if reason is not None:
-                m.masked.labels(reason.value).inc()
+                m.masked.labels(self.name, reason.value).inc()
         for entry in ranking:
-            m.scores.labels(m.generator_label(entry.generator)).observe(entry.score)
+            m.scores.labels(self.name, m.generator_label(entry.generator)).observe(entry.score)
         if abstain:
-            m.abstentions.inc()
+            m.abstentions.labels(self.name).inc()
         else:
-            m.top1.labels(m.generator_label(ranking[0].generator)).inc()
+            m.top1.labels(self.name, m.generator_label(ranking[0].generator)).inc()

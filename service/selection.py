@@ -50,6 +50,6 @@ class StatementSelector:
         pairs = await self.encoder.encode(turns, [], statements)
         relevance = self.spec.calibration(await self.batcher.score(pairs, deadline=deadline))
         kept = choose_statements(relevance, threshold=self.spec.threshold, min_keep=self.spec.min_keep)
-        self.metrics.statements.labels("given").inc(len(statements))
-        self.metrics.statements.labels("kept").inc(len(kept))
+        self.metrics.statements.labels(self.encoder.model, "given").inc(len(statements))
+        self.metrics.statements.labels(self.encoder.model, "kept").inc(len(kept))
         return kept

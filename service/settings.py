@@ -8,11 +8,12 @@ passed down; nothing reads it at import time.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 #: The repository root, found from the package location so defaults work from any cwd.
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -20,6 +21,8 @@ DEFAULT_MODEL_DIR = REPO_ROOT / "models" / "sugar-minilm-l6"
 DEFAULT_GUIDELINES = Path(__file__).resolve().parent / "assets" / "guidelines.json"
 
 BackendName = Literal["onnx", "triton", "fake"]
+#: A served model's name: what requests and metrics call it.
+_MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 class BatchingSettings(BaseModel):
@@ -207,7 +210,12 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="Address to listen on.")
     port: int = Field(8000, ge=0, le=65535, description="Port to listen on.")
     backend: BackendName = Field("onnx", description="Inference backend (`onnx`, `triton` or `fake`).")
-    model: Path = Field(DEFAULT_MODEL_DIR, description="Model bundle directory (holds metadata.json).")
+    model: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: [str(DEFAULT_MODEL_DIR)],
+        description="A model bundle directory (holds metadata.json), or NAME=DIR to serve it under NAME "
+        "(default: the bundle's name). Repeat the flag (or separate with commas) to serve several; the "
+        "first is the default.",
+    )
     guidelines: Path = Field(
         DEFAULT_GUIDELINES, description="ABCD-format kb.json: intent -> allowed agent actions."
     )
@@ -233,6 +241,42 @@ class Settings(BaseSettings):
     )
     fake: FakeSettings = Field(default_factory=FakeSettings)
     ranking: RankingSettings = Field(default_factory=RankingSettings)
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        if isinstance(value, Path):
+            return [str(value)]
+        if isinstance(value, list | tuple):
+            return [str(part) for part in value]
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _models_given(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("at least one model is needed")
+        return value
+
+    def served_models(self) -> list[tuple[str | None, Path]]:
+        """(name or None for the bundle's own, directory) of each ``--model``, the default first."""
+        served: list[tuple[str | None, Path]] = []
+        for entry in self.model:
+            name, sep, directory = entry.partition("=")
+            if sep and _MODEL_NAME.fullmatch(name):
+                served.append((name, Path(directory)))
+            else:
+                served.append((None, Path(entry)))
+        return served
+
+    @model_validator(mode="after")
+    def _one_model_on_triton(self) -> Settings:
+        # Triton's model names are settings of their own (triton.ranker-model): one bundle there.
+        if self.backend == "triton" and len(self.model) > 1:
+            raise ValueError("the triton backend serves one model; give --model once")
+        return self
 
     @model_validator(mode="after")
     def _apply_triton_url(self) -> Settings:

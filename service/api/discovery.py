@@ -1,11 +1,13 @@
-"""What a client can ask the service about itself: ``GET /v1/guidelines``."""
+"""What a client can ask the service about itself: ``GET /v1/models`` and ``GET /v1/guidelines``."""
 
 from pathlib import Path
+from typing import Any, Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from service.api.dependencies import RuntimeDep
+from service.runtime import ServedModel
 
 
 class GuidelinesOut(BaseModel):
@@ -15,13 +17,58 @@ class GuidelinesOut(BaseModel):
     intents: dict[str, list[str]] = Field(description="Intent -> the agent actions it allows (sorted).")
 
 
+class ModelOut(BaseModel):
+    """One served model (OpenAI's model-list entry, plus what ranking clients need)."""
+
+    id: str = Field(description="The name a request's `model` field selects it by.")
+    object: Literal["model"] = "model"
+    owned_by: str = "ranking-service"
+    default: bool = Field(description="Requests that name no model get this one.")
+    model: str = Field(description="name@version of the bundle.")
+    version: str
+    backend: str
+    max_length: int = Field(description="Most tokens in one (context + statements, candidate) pair.")
+    calibration: dict[str, Any] = Field(description="How logits become scores (method and parameters).")
+    threshold: float = Field(description="Default abstention threshold on the calibrated score.")
+    selector: bool = Field(description="Whether a statement selector filters situations first.")
+
+
+class ModelsOut(BaseModel):
+    """The served models, the default first."""
+
+    object: Literal["list"] = "list"
+    data: list[ModelOut]
+
+
 router = APIRouter(tags=["discovery"])
+
+
+def _describe(served: ServedModel, *, default: bool) -> ModelOut:
+    bundle = served.bundle
+    return ModelOut(
+        id=served.name,
+        default=default,
+        model=bundle.model_id,
+        version=bundle.version,
+        backend=served.backend_name,
+        max_length=bundle.ranker.max_length,
+        calibration=bundle.calibration.to_dict(),
+        threshold=bundle.threshold,
+        selector=served.ranker.selector is not None,
+    )
+
+
+@router.get("/v1/models")
+async def models(runtime: RuntimeDep) -> ModelsOut:
+    """The models this service ranks with; a request picks one with its `model` field."""
+    default = runtime.default.name
+    return ModelsOut(data=[_describe(m, default=m.name == default) for m in runtime.models.values()])
 
 
 @router.get("/v1/guidelines")
 async def guidelines(runtime: RuntimeDep) -> GuidelinesOut:
     """The intents a request's ``intent`` may name, each with the actions it allows."""
-    loaded = runtime.ranker.guidelines
+    loaded = runtime.guidelines
     return GuidelinesOut(
         source=Path(loaded.source).name,
         intents={intent: sorted(actions) for intent, actions in sorted(loaded.allowed.items())},

@@ -41,7 +41,7 @@ def build_rank_router(limits: LimitsSettings) -> APIRouter:
 
     async def rank(body: RankRequest, runtime: RuntimeDep, timeout_s: TimeoutHeader = None) -> RankResponse:
         """Rank the candidates of one dialogue turn, best first, with calibrated scores."""
-        result = await runtime.ranker.rank(body.to_query(), timeout_s=timeout_s)
+        result = await runtime.model(body.model).ranker.rank(body.to_query(), timeout_s=timeout_s)
         return RankResponse.from_result(result)
 
     # FastAPI reads the body schema from the signature when the route is added: swap in the

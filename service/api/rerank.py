@@ -24,10 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 from service.api.dependencies import RuntimeDep
 from service.api.rank import ERROR_RESPONSES, TimeoutHeader
 from service.api.schemas import NON_BLANK, Name, TurnIn
-from service.errors import InvalidInput
 from service.guidelines import MaskReason
 from service.ranking import Candidate, MaskMode, RankQuery, RankResult
-from service.runtime import Runtime
 from service.settings import LimitsSettings
 from service.tokenization import DEFAULT_SPEAKER, Turn
 
@@ -218,12 +216,6 @@ class JinaRerankResponse(RerankExtras):
     results: list[JinaRerankResultOut]
 
 
-def _check_model(runtime: Runtime, name: str | None) -> None:
-    bundle = runtime.bundle
-    if name is not None and name not in {bundle.name, bundle.model_id}:
-        raise InvalidInput(f"model: unknown model {name!r}; served: {bundle.name!r}")
-
-
 def _masked(result: RankResult) -> list[MaskedDocumentOut]:
     return [MaskedDocumentOut(index=int(m.id), action=m.action, reason=m.reason) for m in result.masked]
 
@@ -237,8 +229,7 @@ def build_rerank_router(limits: LimitsSettings) -> APIRouter:
         body: RerankRequest, runtime: RuntimeDep, timeout_s: TimeoutHeader = None
     ) -> RerankResponse:
         """Rerank documents for a query (Cohere v2 shape), with calibrated scores."""
-        _check_model(runtime, body.model)
-        result = await runtime.ranker.rank(body.to_query(), timeout_s=timeout_s)
+        result = await runtime.model(body.model).ranker.rank(body.to_query(), timeout_s=timeout_s)
         return RerankResponse(
             id=uuid.uuid4().hex,
             results=[
@@ -255,8 +246,7 @@ def build_rerank_router(limits: LimitsSettings) -> APIRouter:
         body: JinaRerankRequest, runtime: RuntimeDep, timeout_s: TimeoutHeader = None
     ) -> JinaRerankResponse:
         """Rerank documents for a query (Jina / vLLM shape), with calibrated scores."""
-        _check_model(runtime, body.model)
-        result = await runtime.ranker.rank(body.to_query(), timeout_s=timeout_s)
+        result = await runtime.model(body.model).ranker.rank(body.to_query(), timeout_s=timeout_s)
         return JinaRerankResponse(
             id=uuid.uuid4().hex,
             usage=Usage(total_tokens=result.tokens),

@@ -84,6 +84,9 @@ class RankRequest(BaseModel):
         min_length=1, max_length=_DEFAULTS.max_candidates, description="Objects or plain strings."
     )
     intent: Name | None = Field(None, description="Customer intent (ABCD subflow): turns on masking.")
+    model: Name | None = Field(
+        None, description="A served model's name (GET /v1/models); default: the first."
+    )
     mask_mode: MaskMode = Field(MaskMode.HARD, description="hard: remove, soft: penalise and flag, off.")
     # Strict: JSON true is not 1, and 0 or "yes" is not a boolean (the schema says so too).
     top_k: int | None = Field(

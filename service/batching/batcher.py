@@ -81,7 +81,8 @@ class Batcher:
         settings: BatchingSettings,
         executor: Executor,
         metrics: Metrics,
-        model: str = "ranker",
+        role: str = "ranker",
+        model: str = "default",
         max_length: int | None = None,
         breaker: BreakerSettings | None = None,
         tracer: trace.Tracer | None = None,
@@ -91,6 +92,7 @@ class Batcher:
         self.settings = settings
         self.executor = executor
         self.metrics = metrics
+        self.role = role
         self.model = model
         # Bucket padding never goes past the model's own length limit.
         self.max_length = max_length
@@ -98,9 +100,11 @@ class Batcher:
         self.rate = ServiceRate()
         health = breaker or BreakerSettings()
         self.breaker = CircuitBreaker(
-            failure_threshold=health.failure_threshold, cooldown_s=health.cooldown_s, name=model
+            failure_threshold=health.failure_threshold, cooldown_s=health.cooldown_s, name=f"{model}/{role}"
         )
-        self.failures = FailureLog(logger, model=model, traceback_interval_s=health.traceback_interval_s)
+        self.failures = FailureLog(
+            logger, model=model, role=role, traceback_interval_s=health.traceback_interval_s
+        )
         # Real tokens of the batch being run that have not been scored yet (part of any wait).
         self._running_tokens = 0
         self.tracer = tracer or trace.NoOpTracer()
@@ -115,7 +119,7 @@ class Batcher:
         if warm_up:
             await self._warm_up()
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"batcher-{self.model}")
+            self._task = asyncio.create_task(self._run(), name=f"batcher-{self.role}")
 
     async def _warm_up(self) -> None:
         length = min(self.max_length or WARM_UP_TOKENS, WARM_UP_TOKENS)
@@ -128,7 +132,7 @@ class Batcher:
             try:
                 await loop.run_in_executor(self.executor, self.backend.infer, batch)
             except Exception as e:  # the first real batch will say what is wrong, and count it
-                logger.warning("warm-up call failed model=%s error=%s", self.model, type(e).__name__)
+                logger.warning("warm-up call failed model=%s error=%s", self.role, type(e).__name__)
                 return
         self.rate.observe(pairs=1, seconds=time.perf_counter() - started)
 
@@ -164,7 +168,7 @@ class Batcher:
             BackendError: one of the pairs failed in the backend, even alone.
         """
         if self._task is None or self._task.done():
-            raise NotReady(f"{self.model} batcher is not running")
+            raise NotReady(f"{self.role} batcher is not running")
         if not pairs:
             return np.zeros(0, dtype=np.float32)
         self.breaker.check()
@@ -175,22 +179,27 @@ class Batcher:
             and len(self.queue) + len(pairs) > self.settings.max_pairs
         ):
             # Until one call has been measured no wait can be estimated: hold about one batch.
-            raise Overloaded(f"{self.model}: backend speed not measured yet and a batch is waiting")
+            raise Overloaded(f"{self.role}: backend speed not measured yet and a batch is waiting")
         if deadline is not None and deadline <= time.perf_counter():
-            raise BackendTimeout(f"{self.model}: the request's deadline passed before it was queued")
+            raise BackendTimeout(f"{self.role}: the request's deadline passed before it was queued")
         loop = asyncio.get_running_loop()
         context = trace.get_current_span().get_span_context()
         items = [WorkItem(pair, loop.create_future(), deadline=deadline, context=context) for pair in pairs]
         self.queue.put_all(items)
         self._observe_queue()
         attributes: dict[str, str | int] = {
-            tracing.ROLE: self.model,
+            tracing.ROLE: self.role,
             tracing.PAIRS: len(pairs),
             tracing.TOKENS: sum(len(pair) for pair in pairs),
         }
         with self.tracer.start_as_current_span("score", attributes=attributes):
-            # Cancelling this gather (client gone, timeout) cancels the futures: the worker drops them.
-            logits = await asyncio.gather(*(item.future for item in items))
+            try:
+                # Cancelling this gather (client gone, timeout) cancels the futures: the worker drops them.
+                logits = await asyncio.gather(*(item.future for item in items))
+            except RankerError:
+                for item in items:  # the request has failed: its other pairs need not run
+                    item.future.cancel()
+                raise
             self._trace_queue_wait(items, attributes)
         return np.asarray(logits, dtype=np.float32)
 
@@ -213,8 +222,8 @@ class Batcher:
             except asyncio.CancelledError:
                 raise
             except Exception:  # a bug here must not kill the worker, nor leave its batch waiting
-                logger.exception("batcher worker error model=%s", self.model)
-                error = BackendError(f"{self.model} batch could not be run")
+                logger.exception("batcher worker error model=%s", self.role)
+                error = BackendError(f"{self.role} batch could not be run")
                 for item in items:
                     if not item.future.done():
                         item.future.set_exception(error)
@@ -243,22 +252,22 @@ class Batcher:
         return items
 
     def _dropped(self, reason: str, count: int = 1) -> None:
-        self.metrics.dropped_pairs.labels(self.model, reason).inc(count)
+        self.metrics.dropped_pairs.labels(self.model, self.role, reason).inc(count)
 
     def _observe_queue(self) -> None:
-        self.metrics.queue_pairs.labels(self.model).set(len(self.queue))
+        self.metrics.queue_pairs.labels(self.model, self.role).set(len(self.queue))
 
     async def _execute(self, items: list[WorkItem]) -> None:
         started = time.perf_counter()
         for item in items:
-            self.metrics.queue_wait.labels(self.model).observe(started - item.enqueued_at)
+            self.metrics.queue_wait.labels(self.model, self.role).observe(started - item.enqueued_at)
         if self.breaker.state is BreakerState.OPEN:
-            error = BackendUnavailable(f"{self.model} backend keeps failing; circuit breaker open")
+            error = BackendUnavailable(f"{self.role} backend keeps failing; circuit breaker open")
             for item in items:
                 if not item.future.done():
                     item.future.set_exception(error)
             return
-        self.metrics.batch_pairs.labels(self.model).observe(len(items))
+        self.metrics.batch_pairs.labels(self.model, self.role).observe(len(items))
         items = sorted(items, key=lambda item: len(item.pair))
         step = self.settings.sub_batch_pairs or len(items)
         chunks = [items[start : start + step] for start in range(0, len(items), step)]
@@ -272,7 +281,7 @@ class Batcher:
             self._running_tokens = 0
         if outcome.succeeded or outcome.failed:
             self.breaker.record(failed=outcome.succeeded == 0)
-            self.metrics.breaker_open.labels(self.model).set(int(not self.available()))
+            self.metrics.breaker_open.labels(self.model, self.role).set(int(not self.available()))
         if outcome.error is not None:
             self.failures.batch_failed(
                 outcome.error,
@@ -314,7 +323,7 @@ class Batcher:
             "backend call",
             links=[trace.Link(context) for context in links.values()],
             attributes={
-                tracing.ROLE: self.model,
+                tracing.ROLE: self.role,
                 tracing.BACKEND: self.backend.name,
                 tracing.PAIRS: len(live),
                 tracing.TOKENS: sum(len(item.pair) for item in live),
@@ -328,7 +337,7 @@ class Batcher:
             span.end()
             outcome.failed_calls += 1
             outcome.error = outcome.error or e
-            self.metrics.batch_failures.labels(self.model).inc()
+            self.metrics.batch_failures.labels(self.model, self.role).inc()
             if not isinstance(e, BackendUnavailable | BackendTimeout):
                 if len(live) > 1:
                     middle = len(live) // 2
@@ -338,9 +347,9 @@ class Batcher:
                 if not retry:
                     await self._run_isolated(live, outcome, retry=True)
                     return
-            error = e if isinstance(e, RankerError) else BackendError(f"{self.model} backend failed")
+            error = e if isinstance(e, RankerError) else BackendError(f"{self.role} backend failed")
             outcome.failed += len(live)
-            self.metrics.failed_pairs.labels(self.model).inc(len(live))
+            self.metrics.failed_pairs.labels(self.model, self.role).inc(len(live))
             for item in live:
                 if not item.future.done():
                     item.future.set_exception(error)
@@ -357,15 +366,15 @@ class Batcher:
         batch = self.pad(pairs, pad_to=self._pad_length(pairs))
         out = np.asarray(self.backend.infer(batch), dtype=np.float32).reshape(-1)
         if out.shape[0] != len(pairs):
-            raise BackendError(f"{self.model} backend returned {out.shape[0]} logits for {len(pairs)} pairs")
+            raise BackendError(f"{self.role} backend returned {out.shape[0]} logits for {len(pairs)} pairs")
         elapsed = time.perf_counter() - started
         padded_tokens = batch.shape[0] * batch.shape[1]
         self.rate.observe(pairs=len(pairs), seconds=elapsed)
         m = self.metrics
-        m.inference_duration.labels(self.backend.name, self.model).observe(elapsed)
-        m.computed_pairs.labels(self.model).inc(len(pairs))
-        m.batch_tokens.labels(self.model).observe(padded_tokens)
-        m.padding_ratio.labels(self.model).observe(1.0 - batch.real_tokens / max(padded_tokens, 1))
+        m.inference_duration.labels(self.backend.name, self.model, self.role).observe(elapsed)
+        m.computed_pairs.labels(self.model, self.role).inc(len(pairs))
+        m.batch_tokens.labels(self.model, self.role).observe(padded_tokens)
+        m.padding_ratio.labels(self.model, self.role).observe(1.0 - batch.real_tokens / max(padded_tokens, 1))
         return out
 
     def _pad_length(self, pairs: list[EncodedPair]) -> int | None:

@@ -48,13 +48,15 @@ class DirectScorer:
         pad: PadFn,
         metrics: Metrics,
         max_in_flight_pairs: int,
-        model: str = "ranker",
+        role: str = "ranker",
+        model: str = "default",
         tracer: trace.Tracer | None = None,
     ) -> None:
         self.backend = backend
         self.pad = pad
         self.metrics = metrics
         self.max_in_flight_pairs = max_in_flight_pairs
+        self.role = role
         self.model = model
         self.in_flight = 0
         self._running = False
@@ -86,23 +88,23 @@ class DirectScorer:
             BackendError, BackendUnavailable, BackendTimeout: a backend call failed.
         """
         if not self._running:
-            raise NotReady(f"{self.model} scorer is not running")
+            raise NotReady(f"{self.role} scorer is not running")
         if not pairs:
             return np.zeros(0, dtype=np.float32)
         if deadline is not None and time.perf_counter() >= deadline:
-            raise BackendTimeout(f"{self.model}: the request's deadline passed before it was sent")
+            raise BackendTimeout(f"{self.role}: the request's deadline passed before it was sent")
         if self.in_flight + len(pairs) > self.max_in_flight_pairs:
             raise Overloaded(
                 f"{self.in_flight} pairs in flight, {len(pairs)} more would pass {self.max_in_flight_pairs}"
             )
         self.in_flight += len(pairs)
-        self.metrics.queue_pairs.labels(self.model).set(self.in_flight)
+        self.metrics.queue_pairs.labels(self.model, self.role).set(self.in_flight)
         try:
             calls = self._calls(pairs)
             results = await asyncio.gather(*(self._call(pairs, chunk, length) for chunk, length in calls))
         finally:
             self.in_flight -= len(pairs)
-            self.metrics.queue_pairs.labels(self.model).set(self.in_flight)
+            self.metrics.queue_pairs.labels(self.model, self.role).set(self.in_flight)
         logits = np.empty(len(pairs), dtype=np.float32)
         for (chunk, _), out in zip(calls, results, strict=True):
             logits[chunk] = out
@@ -129,7 +131,7 @@ class DirectScorer:
         batch = self.pad([pairs[i] for i in chunk], pad_to=length)
         started = time.perf_counter()
         attributes: dict[str, str | int] = {
-            tracing.ROLE: self.model,
+            tracing.ROLE: self.role,
             tracing.BACKEND: self.backend.name,
             tracing.PAIRS: len(chunk),
             tracing.TOKENS: batch.real_tokens,
@@ -140,28 +142,30 @@ class DirectScorer:
                 out = np.asarray(await self.backend.infer(batch), dtype=np.float32).reshape(-1)
             if out.shape[0] != len(chunk):
                 raise BackendError(
-                    f"{self.model} backend returned {out.shape[0]} logits for {len(chunk)} pairs"
+                    f"{self.role} backend returned {out.shape[0]} logits for {len(chunk)} pairs"
                 )
         except Exception as e:
             expected = isinstance(e, RankerError)
             # A translated backend error is logged by type; anything else with its traceback.
             logger.error(
                 "backend call failed model=%s backend=%s pairs=%d error=%s",
-                self.model,
+                self.role,
                 self.backend.name,
                 len(chunk),
                 type(e).__name__,
                 exc_info=not expected,
             )
-            self.metrics.batch_failures.labels(self.model).inc()
+            self.metrics.batch_failures.labels(self.model, self.role).inc()
             if expected:
                 raise
-            raise BackendError(f"{self.model} backend failed on a batch") from e
+            raise BackendError(f"{self.role} backend failed on a batch") from e
         m = self.metrics
         padded = batch.shape[0] * batch.shape[1]
-        m.inference_duration.labels(self.backend.name, self.model).observe(time.perf_counter() - started)
-        m.batch_pairs.labels(self.model).observe(len(chunk))
-        m.computed_pairs.labels(self.model).inc(len(chunk))
-        m.batch_tokens.labels(self.model).observe(padded)
-        m.padding_ratio.labels(self.model).observe(1.0 - batch.real_tokens / max(padded, 1))
+        m.inference_duration.labels(self.backend.name, self.model, self.role).observe(
+            time.perf_counter() - started
+        )
+        m.batch_pairs.labels(self.model, self.role).observe(len(chunk))
+        m.computed_pairs.labels(self.model, self.role).inc(len(chunk))
+        m.batch_tokens.labels(self.model, self.role).observe(padded)
+        m.padding_ratio.labels(self.model, self.role).observe(1.0 - batch.real_tokens / max(padded, 1))
         return out

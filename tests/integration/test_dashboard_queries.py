@@ -58,23 +58,15 @@ def promql_metric_names(expr: str) -> set[str]:
 def _exported_sample_names() -> set[str]:
     """Every sample name the app's registry exposes, suffixes included.
 
-    A labelled metric exposes no sample until a label value is used, so the suffixes of each
-    metric type (``_bucket``/``_sum``/``_count``/``_created``, ``_total``, ``_info``) are read
-    off this registry's unlabelled metrics of the same type, as prometheus_client writes them.
+    A labelled metric exposes no sample until a label value is used, so each one gets a
+    placeholder value for every label first (its samples then show the suffixes prometheus_client
+    writes: ``_bucket``/``_sum``/``_count``/``_created``, ``_total``, ``_info``).
     """
     metrics = Metrics(generators=Settings().ranking.generators)  # as create_app builds it
-    families = list(metrics.registry.collect())
-    suffixes: dict[str, set[str]] = {}
-    for family in families:
-        if family.samples:
-            suffixes.setdefault(family.type, set()).update(
-                s.name.removeprefix(family.name) for s in family.samples
-            )
-    names = set()
-    for family in families:
-        assert family.type in suffixes, f"no unlabelled {family.type} to learn its sample names from"
-        names |= {family.name + suffix for suffix in suffixes[family.type]}
-    return names
+    for metric in vars(metrics).values():
+        if isinstance(metric, MetricWrapperBase) and metric._labelnames:
+            metric.labels(*("x" for _ in metric._labelnames))
+    return {sample.name for family in metrics.registry.collect() for sample in family.samples}
 
 
 def _label_names() -> dict[str, set[str]]:
@@ -151,7 +143,7 @@ REQUIRED_PANEL_TOPICS = {
     "queue wait": ("ranker_queue_wait_seconds_bucket", r"histogram_quantile\("),
     "queue depth": ("ranker_queue_pairs", r""),
     "abstentions": ("ranker_abstentions_total", r"\brate\("),
-    "selections per generator": ("ranker_top1_selections_total", r"by \(generator\)"),
+    "selections per generator": ("ranker_top1_selections_total", r"by \((model, )?generator\)"),
     "errors by status": ("ranker_request_duration_seconds_count", r"by \(status\)[\s\S]*status!~\"2"),
     "errors by type": ("ranker_errors_total", r"by \(type\)"),
 }

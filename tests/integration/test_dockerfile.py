@@ -323,7 +323,7 @@ def test_image_settings_are_real_service_settings(monkeypatch: pytest.MonkeyPatc
         monkeypatch.setenv(name, value)
     settings = Settings()
     assert settings.host == "0.0.0.0"
-    assert str(settings.model) == env["RANKER_MODEL"]
+    assert settings.model == [env["RANKER_MODEL"]]
     assert env["HF_HUB_OFFLINE"] == "1"
     assert env["PYTHONUNBUFFERED"] == "1" and env["PYTHONDONTWRITEBYTECODE"] == "1"
 

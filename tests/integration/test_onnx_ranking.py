@@ -81,11 +81,11 @@ async def test_a_candidate_scores_the_same_alone_and_inside_a_mixed_concurrent_b
                 body = (await client.post("/rank", json={**request, "candidates": [candidate]})).json()
                 alone[(r, c)] = body["ranking"][0]["logit"]
         batches_before = app.state.metrics.registry.get_sample_value(
-            "ranker_batch_pairs_count", {"model": "ranker"}
+            "ranker_batch_pairs_count", {"model": app.state.runtime.default.name, "role": "ranker"}
         )
         answers = await asyncio.gather(*(client.post("/rank", json=request) for request in SUGAR_LIKE))
         batches_after = app.state.metrics.registry.get_sample_value(
-            "ranker_batch_pairs_count", {"model": "ranker"}
+            "ranker_batch_pairs_count", {"model": app.state.runtime.default.name, "role": "ranker"}
         )
     assert batches_after - batches_before < len(SUGAR_LIKE), (
         "the concurrent requests were not batched together"
@@ -138,4 +138,4 @@ async def test_the_selector_runs_on_its_own_onnx_session(model_dir: Path, tmp_pa
         metrics = (await client.get("/metrics")).text
     assert sorted(body["statements_used"]) == sorted(set(body["statements_used"]))
     assert 1 <= len(body["statements_used"]) <= 3
-    assert 'ranker_batch_pairs_count{model="selector"} 1.0' in metrics
+    assert f'ranker_batch_pairs_count{{model="{meta["name"]}",role="selector"}} 1.0' in metrics

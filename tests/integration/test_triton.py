@@ -7,6 +7,7 @@ the kill-and-restart test runs last and leaves a fresh server for the fixture to
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -186,7 +187,11 @@ async def test_tritons_batcher_merges_concurrent_requests(triton: TritonProcess,
     # One pair per request: every execution holding more than one item merged separate requests.
     assert requests == items == 48
     assert execs < items
-    assert 'ranker_inference_duration_seconds_count{backend="triton",model="ranker"} 48.0' in gateway_metrics
+    name = json.loads((model_dir / "metadata.json").read_text())["name"]
+    assert (
+        f'ranker_inference_duration_seconds_count{{backend="triton",model="{name}",role="ranker"}} 48.0'
+        in gateway_metrics
+    )
 
 
 async def test_an_unreachable_triton_makes_readyz_and_rank_503(model_dir: Path) -> None:

@@ -196,9 +196,10 @@ async def test_metrics_count_requests_candidates_and_batches(fake_bundle: Path) 
         await client.post("/rank", json=BODY)
         text = (await client.get("/metrics")).text
     assert 'ranker_request_duration_seconds_count{route="/rank",status="200"} 1.0' in text
-    assert "ranker_request_candidates_sum 3.0" in text
-    assert 'ranker_batch_pairs_sum{model="ranker"} 3.0' in text
-    assert 'ranker_model_info{backend="fake",name="tiny-fake",selector="false",version="1"} 1.0' in text
+    assert 'ranker_request_candidates_sum{model="tiny-fake"} 3.0' in text
+    assert 'ranker_batch_pairs_sum{model="tiny-fake",role="ranker"} 3.0' in text
+    info = 'ranker_model_info{backend="fake",model="tiny-fake",name="tiny-fake",selector="false",version="1"}'
+    assert f"{info} 1.0" in text
 
 
 async def test_the_openapi_schema_has_the_three_examples_and_the_limits(fake_bundle: Path) -> None:

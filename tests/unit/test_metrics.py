@@ -33,8 +33,10 @@ def test_the_expected_metrics_are_exposed() -> None:
 
 def test_two_apps_metrics_do_not_clash() -> None:
     first, second = Metrics(), Metrics()
-    first.abstentions.inc()
-    assert second.registry.get_sample_value("ranker_abstentions_total") == 0.0
+    first.abstentions.labels("a").inc()
+    second.abstentions.labels("a")
+    assert first.registry.get_sample_value("ranker_abstentions_total", {"model": "a"}) == 1.0
+    assert second.registry.get_sample_value("ranker_abstentions_total", {"model": "a"}) == 0.0
 
 
 def test_generator_names_are_capped_to_the_configured_list() -> None:

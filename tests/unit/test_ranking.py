@@ -62,7 +62,7 @@ async def test_soft_mask_keeps_penalises_and_flags(fake_bundle: Path, abcd_kb: P
     assert by_id["wrong"]["score"] == pytest.approx(unmasked["wrong"]["score"] * 0.1)
     assert by_id["wrong"]["logit"] == pytest.approx(unmasked["wrong"]["logit"])
     assert not by_id["ok"]["masked"] and soft["ranking"][0]["id"] == "ok"
-    assert 'ranker_masked_candidates_total{reason="unknown_action"} 1.0' in metrics
+    assert 'ranker_masked_candidates_total{model="tiny-fake",reason="unknown_action"} 1.0' in metrics
 
 
 async def test_mask_mode_off_still_refuses_an_unknown_intent(fake_bundle: Path) -> None:
@@ -90,8 +90,8 @@ async def test_abstains_when_no_candidate_reaches_the_threshold_and_counts_it(fa
         metrics = (await client.get("/metrics")).text
     assert answer["abstain"] is True and answer["threshold"] == 0.5
     assert lenient["abstain"] is False
-    assert "ranker_abstentions_total 1.0" in metrics
-    assert 'ranker_top1_selections_total{generator="none"} 1.0' in metrics
+    assert 'ranker_abstentions_total{model="tiny-fake"} 1.0' in metrics
+    assert 'ranker_top1_selections_total{generator="none",model="tiny-fake"} 1.0' in metrics
 
 
 async def test_top1_metric_caps_generator_names(fake_bundle: Path) -> None:
@@ -100,7 +100,7 @@ async def test_top1_metric_caps_generator_names(fake_bundle: Path) -> None:
     async with serve_in_process(app) as client:
         await client.post("/rank", json=body)
         metrics = (await client.get("/metrics")).text
-    assert 'ranker_top1_selections_total{generator="other"} 1.0' in metrics
+    assert 'ranker_top1_selections_total{generator="other",model="tiny-fake"} 1.0' in metrics
     assert "secret-model-v7" not in metrics
 
 
@@ -136,8 +136,8 @@ async def test_the_selector_keeps_relevant_statements_most_relevant_first(tmp_pa
     first_pair = seen[0]
     assert first_pair.index(kitchen) < first_pair.index(morning)
     assert tokenizer.token_to_id("sister") not in first_pair
-    assert 'ranker_statements_total{outcome="given"} 3.0' in metrics
-    assert 'ranker_statements_total{outcome="kept"} 2.0' in metrics
+    assert 'ranker_statements_total{model="tiny-fake",outcome="given"} 3.0' in metrics
+    assert 'ranker_statements_total{model="tiny-fake",outcome="kept"} 2.0' in metrics
 
 
 async def test_the_selector_keeps_min_keep_statements_when_none_pass(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from service.settings import REPO_ROOT, Settings
 
 def test_defaults_point_into_the_repository() -> None:
     settings = Settings()
-    assert settings.model == REPO_ROOT / "models" / "sugar-minilm-l6"
+    assert settings.served_models() == [(None, REPO_ROOT / "models" / "sugar-minilm-l6")]
     assert settings.guidelines.is_file()
     assert (settings.host, settings.port, settings.backend) == ("127.0.0.1", 8000, "onnx")
 
@@ -42,7 +42,7 @@ def test_cli_flags_come_from_the_same_declaration(monkeypatch: pytest.MonkeyPatc
         ],
     )
     assert settings.host == "0.0.0.0" and settings.port == 9001 and settings.backend == "fake"
-    assert settings.model == Path("/m") and settings.guidelines == Path("/g.json")
+    assert settings.served_models() == [(None, Path("/m"))] and settings.guidelines == Path("/g.json")
     assert settings.batching.max_wait_s == 0.01
 
 

@@ -1,0 +1,81 @@
+"""Several models in one process: selection by name, listing, per-model metrics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import serve_in_process, write_fake_bundle
+from pydantic import ValidationError
+
+from service.app import create_app
+from service.model_bundle import BundleError
+from service.settings import Settings
+
+BODY = {"context": "could you make some coffee", "candidates": ["sure", "no", "i will make tea"]}
+
+
+def two_bundles(tmp_path: Path) -> tuple[Path, Path]:
+    first = write_fake_bundle(tmp_path / "first")
+    second = write_fake_bundle(tmp_path / "second", threshold=0.9)
+    meta = json.loads((second / "metadata.json").read_text())
+    meta.update(name="tiny-fake-b", version="2", calibration={"method": "platt", "a": 2.0, "b": -1.0})
+    (second / "metadata.json").write_text(json.dumps(meta))
+    return first, second
+
+
+async def test_two_models_are_served_listed_and_chosen_by_name(tmp_path: Path) -> None:
+    first, second = two_bundles(tmp_path)
+    settings = Settings(backend="fake", model=[f"control={first}", f"candidate={second}"])
+    async with serve_in_process(create_app(settings)) as client:
+        listing = (await client.get("/v1/models")).json()
+        default = (await client.post("/rank", json=BODY)).json()
+        control = (await client.post("/rank", json={**BODY, "model": "control"})).json()
+        candidate = (await client.post("/rank", json={**BODY, "model": "candidate"})).json()
+        rerank = (
+            await client.post(
+                "/v2/rerank",
+                json={"model": "candidate", "query": BODY["context"], "documents": BODY["candidates"]},
+            )
+        ).json()
+        unknown = await client.post("/rank", json={**BODY, "model": "other"})
+        metrics = (await client.get("/metrics")).text
+    assert [m["id"] for m in listing["data"]] == ["control", "candidate"]
+    assert [m["default"] for m in listing["data"]] == [True, False]
+    second_entry = listing["data"][1]
+    assert second_entry["model"] == "tiny-fake-b@2" and second_entry["threshold"] == 0.9
+    assert second_entry["calibration"] == {"method": "platt", "a": 2.0, "b": -1.0}
+    assert second_entry["max_length"] == 64 and second_entry["selector"] is False
+    assert default["model"] == control["model"] == "tiny-fake@1"
+    assert candidate["model"] == "tiny-fake-b@2" and candidate["threshold"] == 0.9
+    assert rerank["model"] == "tiny-fake-b@2"
+    # Same fake logits, different calibration: the models really differ.
+    assert {r["id"]: r["logit"] for r in control["ranking"]} == {
+        r["id"]: r["logit"] for r in candidate["ranking"]
+    }
+    assert control["ranking"][0]["score"] != candidate["ranking"][0]["score"]
+    assert unknown.status_code == 422 and "model" in unknown.json()["error"]["message"]
+    assert 'ranker_request_candidates_sum{model="control"} 6.0' in metrics
+    assert 'ranker_request_candidates_sum{model="candidate"} 6.0' in metrics
+    assert 'ranker_batch_pairs_sum{model="candidate",role="ranker"}' in metrics
+
+
+async def test_a_plain_directory_is_served_under_the_bundles_name(tmp_path: Path) -> None:
+    first, second = two_bundles(tmp_path)
+    async with serve_in_process(create_app(Settings(backend="fake", model=f"{first},{second}"))) as client:
+        listing = (await client.get("/v1/models")).json()
+    assert [m["id"] for m in listing["data"]] == ["tiny-fake", "tiny-fake-b"]
+
+
+async def test_two_models_under_one_name_fail_at_start(tmp_path: Path) -> None:
+    first, _ = two_bundles(tmp_path)
+    app = create_app(Settings(backend="fake", model=[str(first), str(first)]))
+    with pytest.raises(BundleError, match="two models are served as 'tiny-fake'"):
+        async with serve_in_process(app):
+            pass
+
+
+def test_the_triton_backend_takes_one_model(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="triton backend serves one model"):
+        Settings(backend="triton", model=["a=/x", "b=/y"])
