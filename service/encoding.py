@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from concurrent.futures import Executor
 
 from service.metrics import Metrics
-from service.tokenization import EncodedPair, PairEncoder, Turn
+from service.tokenization import AnyPairEncoder, EncodedPair, Turn
 
 
 class OffLoopEncoder:
@@ -16,7 +16,7 @@ class OffLoopEncoder:
 
     def __init__(
         self,
-        encoder: PairEncoder,
+        encoder: AnyPairEncoder,
         *,
         executor: Executor,
         metrics: Metrics,

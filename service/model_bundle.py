@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from service.calibration import Calibrator
-from service.tokenization import PairEncoder
+from service.tokenization import AnyPairEncoder, PairEncoder, TemplatePairEncoder
 
 METADATA_FILE = "metadata.json"
 
@@ -78,15 +78,25 @@ class ModelBundle:
         """``name@version``, as reported in every response."""
         return f"{self.name}@{self.version}"
 
-    def pair_encoder(self) -> PairEncoder:
+    def pair_encoder(self) -> AnyPairEncoder:
         """The ranker's pair encoder, with the model's length limit."""
-        return PairEncoder.from_file(self.tokenizer_path, max_length=self.ranker.max_length)
+        return self._encoder(self.ranker.max_length)
 
-    def selector_encoder(self) -> PairEncoder | None:
+    def selector_encoder(self) -> AnyPairEncoder | None:
         """The selector's pair encoder (same tokenizer, its own length limit)."""
         if self.selector is None:
             return None
-        return PairEncoder.from_file(self.tokenizer_path, max_length=self.selector.model.max_length)
+        return self._encoder(self.selector.model.max_length)
+
+    def _encoder(self, max_length: int) -> AnyPairEncoder:
+        # "template": a cross-encoder exported from Hugging Face (export.hf), laid out by its own
+        # tokenizer; otherwise the project's dialogue layout.
+        encoding = self.metadata.get("encoding") or {}
+        if encoding.get("kind") == "template":
+            return TemplatePairEncoder.from_file(
+                self.tokenizer_path, max_length=max_length, pad_token=str(encoding["pad_token"])
+            )
+        return PairEncoder.from_file(self.tokenizer_path, max_length=max_length)
 
 
 def _require_file(directory: Path, name: str) -> Path:

@@ -26,7 +26,7 @@ from service.model_bundle import BundleError, ModelBundle, OnnxModelSpec, load_b
 from service.ranking import Ranker
 from service.selection import StatementSelector
 from service.settings import Settings
-from service.tokenization import PairEncoder
+from service.tokenization import AnyPairEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ class _ModelStarter:
         )
         return ServedModel(self.name, bundle, ranker, self.backends, self.batchers)
 
-    def _encoder(self, encoder: PairEncoder, role: str, backend: str) -> OffLoopEncoder:
+    def _encoder(self, encoder: AnyPairEncoder, role: str, backend: str) -> OffLoopEncoder:
         return OffLoopEncoder(
             encoder, executor=self.executor, metrics=self.metrics, backend=backend, model=self.name, role=role
         )

@@ -199,21 +199,104 @@ class PairEncoder:
 
     def pad(self, pairs: Sequence[EncodedPair], *, pad_to: int | None = None) -> Batch:
         """Pad pairs to the longest one (or to ``pad_to``) as int64 arrays."""
-        if not pairs:
-            raise ValueError("cannot pad an empty batch")
-        length = max(len(p) for p in pairs)
-        if pad_to is not None:
-            if pad_to < length:
-                raise ValueError(f"pad_to={pad_to} is shorter than the longest pair ({length})")
-            length = pad_to
-        input_ids = np.full((len(pairs), length), self.pad_id, dtype=np.int64)
-        attention_mask = np.zeros((len(pairs), length), dtype=np.int64)
-        token_type_ids = np.zeros((len(pairs), length), dtype=np.int64)
-        real = 0
-        for row, pair in enumerate(pairs):
-            n = len(pair)
-            input_ids[row, :n] = pair.input_ids
-            attention_mask[row, :n] = 1
-            token_type_ids[row, :n] = pair.token_type_ids
-            real += n
-        return Batch(input_ids, attention_mask, token_type_ids, real_tokens=real)
+        return pad_pairs(pairs, self.pad_id, pad_to=pad_to)
+
+
+
+class TemplatePairEncoder:
+    """Pairs laid out by the tokenizer's own template, for cross-encoders trained elsewhere.
+
+    A Hugging Face cross-encoder was trained on ``tokenizer(query, document)``: its special tokens
+    and segment ids come from the ``post_processor`` saved in its ``tokenizer.json`` (BERT's
+    ``[CLS] A [SEP] B [SEP]``, RoBERTa's ``<s> A </s></s> B </s>``...). So here segment A is the
+    context's texts (no speaker tags) followed by the statements, one per line, segment B is the
+    candidate, and the tokenizer lays them out exactly as ``transformers`` does. Over the length
+    limit, segment A loses its oldest tokens first; when the candidate alone is too long, both are
+    cut (longest first). Same interface as :class:`PairEncoder`.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, *, max_length: int, pad_token: str) -> None:
+        pad_id = tokenizer.token_to_id(pad_token)
+        if pad_id is None:
+            raise ValueError(f"tokenizer has no pad token {pad_token!r}")
+        self.pad_id = pad_id
+        self.max_length = max_length
+        self.tokenizer = tokenizer
+        # Two copies, because truncation is a setting of the tokenizer object.
+        self._keep_candidate = Tokenizer.from_str(tokenizer.to_str())
+        self._keep_candidate.enable_truncation(max_length, strategy="only_first", direction="left")
+        self._cut_both = Tokenizer.from_str(tokenizer.to_str())
+        self._cut_both.enable_truncation(max_length, strategy="longest_first")
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, max_length: int, pad_token: str) -> TemplatePairEncoder:
+        """Build an encoder from a ``tokenizer.json`` file or the directory holding it."""
+        return cls(load_tokenizer(path), max_length=max_length, pad_token=pad_token)
+
+    def encode_request(
+        self,
+        turns: Sequence[Turn],
+        statements: Sequence[str],
+        candidates: Sequence[str],
+        max_candidate_tokens: int | None = None,
+    ) -> list[EncodedPair]:
+        """One pair per candidate."""
+        first = "\n".join([*(turn.text for turn in turns), *statements])
+        pairs = []
+        for candidate in candidates:
+            if max_candidate_tokens is not None:
+                candidate = self._cut(candidate, max_candidate_tokens)
+            try:
+                encoding = self._keep_candidate.encode(first, candidate)
+                truncated = False
+            except Exception:  # the candidate alone does not fit: tokenizers refuses only_first
+                encoding = self._cut_both.encode(first, candidate)
+                truncated = True
+            pairs.append(
+                EncodedPair(
+                    input_ids=list(encoding.ids),
+                    token_type_ids=list(encoding.type_ids),
+                    turns_kept=len(turns),
+                    statements_kept=len(statements),
+                    candidate_truncated=truncated,
+                )
+            )
+        return pairs
+
+    def encode(self, turns: Sequence[Turn], statements: Sequence[str], candidate: str) -> EncodedPair:
+        """Encode a single pair."""
+        return self.encode_request(turns, statements, [candidate])[0]
+
+    def _cut(self, text: str, tokens: int) -> str:
+        offsets = self.tokenizer.encode(text, add_special_tokens=False).offsets
+        return text if len(offsets) <= tokens else text[: offsets[tokens - 1][1]]
+
+    def pad(self, pairs: Sequence[EncodedPair], *, pad_to: int | None = None) -> Batch:
+        """Pad pairs to the longest one (or to ``pad_to``) as int64 arrays."""
+        return pad_pairs(pairs, self.pad_id, pad_to=pad_to)
+
+
+def pad_pairs(pairs: Sequence[EncodedPair], pad_id: int, *, pad_to: int | None = None) -> Batch:
+    """Pad pairs to the longest one (or to ``pad_to``) as int64 arrays."""
+    if not pairs:
+        raise ValueError("cannot pad an empty batch")
+    length = max(len(p) for p in pairs)
+    if pad_to is not None:
+        if pad_to < length:
+            raise ValueError(f"pad_to={pad_to} is shorter than the longest pair ({length})")
+        length = pad_to
+    input_ids = np.full((len(pairs), length), pad_id, dtype=np.int64)
+    attention_mask = np.zeros((len(pairs), length), dtype=np.int64)
+    token_type_ids = np.zeros((len(pairs), length), dtype=np.int64)
+    real = 0
+    for row, pair in enumerate(pairs):
+        n = len(pair)
+        input_ids[row, :n] = pair.input_ids
+        attention_mask[row, :n] = 1
+        token_type_ids[row, :n] = pair.token_type_ids
+        real += n
+    return Batch(input_ids, attention_mask, token_type_ids, real_tokens=real)
+
+
+#: Either encoder: the project's dialogue layout, or a foreign tokenizer's own pair template.
+AnyPairEncoder = PairEncoder | TemplatePairEncoder
