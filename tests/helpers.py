@@ -126,3 +126,13 @@ def launch_service(
     command = [sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", str(port), *args]
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=stdout, stderr=subprocess.STDOUT)
     return process, f"http://127.0.0.1:{port}"
+
+
+def stop_process(process: subprocess.Popen, *, timeout_s: float = 20) -> None:
+    """SIGTERM, then SIGKILL if the process has not exited within ``timeout_s``."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

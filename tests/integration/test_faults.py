@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import launch_service, wait_ready, write_fake_bundle
+from helpers import launch_service, stop_process, wait_ready, write_fake_bundle
 
 pytestmark = pytest.mark.integration
 
@@ -40,12 +39,7 @@ def service(tmp_path: Path, *args: str) -> Iterator[tuple[str, Path]]:
             wait_ready(url, process)
             yield url, log
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_process(process)
 
 
 def connect(url: str) -> socket.socket:

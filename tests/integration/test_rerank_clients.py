@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 
 import cohere
 import httpx
 import pytest
-from helpers import launch_service, real_model_dir, wait_ready, write_fake_bundle
+from helpers import launch_service, real_model_dir, stop_process, wait_ready, write_fake_bundle
 
 pytestmark = pytest.mark.integration
 
@@ -40,11 +39,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
         name = json.loads(((model or tmp / "b") / "metadata.json").read_text())["name"]
         yield url, name
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop_process(process)
 
 
 def rank_scores(url: str) -> dict[int, float]:
