@@ -202,7 +202,6 @@ class PairEncoder:
         return pad_pairs(pairs, self.pad_id, pad_to=pad_to)
 
 
-
 class TemplatePairEncoder:
     """Pairs laid out by the tokenizer's own template, for cross-encoders trained elsewhere.
 

@@ -27,11 +27,13 @@ TimeoutHeader = Annotated[
     float | None,
     Header(
         alias="X-Request-Timeout-S",
-        gt=0,
+        # Below 10 ms no request can be scored: a 422 says so, where a deadline that had passed
+        # before the request was even queued would read as a server timeout.
+        ge=0.01,
         le=3600,
         strict=False,
-        description="Seconds this request may take (capped by the server's request timeout): a request "
-        "that cannot be scored within it gets 429 at once rather than 504 later.",
+        description="Seconds this request may take, 0.01 to 3600 (capped by the server's request timeout): "
+        "a request that cannot be scored within it gets 429 at once rather than 504 later.",
     ),
 ]
 
