@@ -17,9 +17,8 @@ ELECTRA...) with a fast tokenizer and a one-logit or two-label head. The bundle 
 
 Parity against PyTorch is checked on sample pairs and printed (the fp32 graph must match within
 ``--tolerance``, 1e-4). ``--calibrate DATA.jsonl`` fits Platt calibration and the abstention
-threshold on labelled ranking lists in the project's ranking-data format (one list a line:
-``context``, optional ``situations``, ``candidates`` with ``text`` and ``label`` in [0, 1]; a
-label of 0.5 or more counts as appropriate), scored with the graph the service will run.
+threshold on labelled ranking lists in the project's ranking-data format
+(:mod:`training.ranking_data`), scored with the graph the service will run.
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTok
 from export.quantize import dynamic_int8
 from service.calibration import Calibrator
 from service.tokenization import DEFAULT_SPEAKER, TemplatePairEncoder, Turn, pad_pairs
+from training.ranking_data import DataError, read_lists
 
 OPSET = 17
 ALL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -132,39 +132,6 @@ def torch_logits(module: OneLogit, tokenizer: Any, pairs: list[tuple[str, str]])
     return np.array(out)
 
 
-def read_ranking_lists(path: Path) -> list[tuple[list[Turn], list[str], list[tuple[str, float]]]]:
-    """(turns, situations, [(candidate, label)]) per line of a ranking-data JSONL file.
-
-    Raises:
-        SystemExit: a line is not a valid ranking list (file, line number and field named).
-    """
-    lists = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            row = json.loads(line)
-            context = row["context"]
-            turns = (
-                [Turn(DEFAULT_SPEAKER, context)]
-                if isinstance(context, str)
-                else [Turn(str(t.get("speaker", DEFAULT_SPEAKER)), str(t["text"])) for t in context]
-            )
-            situations = [str(s) for s in row.get("situations", [])]
-            candidates = [(str(c["text"]), float(c["label"])) for c in row["candidates"]]
-        except json.JSONDecodeError as e:
-            raise SystemExit(f"{where}: not JSON ({e.msg})") from None
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise SystemExit(f"{where}: not a ranking list ({type(e).__name__}: {e})") from None
-        if not turns or not candidates:
-            raise SystemExit(f"{where}: context and candidates must not be empty")
-        lists.append((turns, situations, candidates))
-    if not lists:
-        raise SystemExit(f"{path}: no ranking list")
-    return lists
-
-
 def calibrate(
     path: Path, graph: Path, encoder: TemplatePairEncoder, inputs: tuple[str, ...]
 ) -> tuple[Calibrator, float]:
@@ -172,16 +139,23 @@ def calibrate(
     from training.calibrate import fit_platt
     from training.metrics import best_abstention_threshold
 
+    try:
+        lists = read_lists(path)
+    except DataError as e:
+        raise SystemExit(f"export.hf: {e}") from None
     session = ort.InferenceSession(str(graph), providers=["CPUExecutionProvider"])
     logits_per_list, labels_per_list = [], []
-    for turns, situations, candidates in read_ranking_lists(path):
-        pairs = encoder.encode_request(turns, situations, [text for text, _ in candidates])
+    for ranking_list in lists:
+        candidates = ranking_list.candidates
+        pairs = encoder.encode_request(
+            ranking_list.context, ranking_list.situations, [c.text for c in candidates]
+        )
         logits = [
             float(session.run(["logits"], pad_pairs([p], encoder.pad_id).as_feeds(inputs))[0].reshape(-1)[0])
             for p in pairs
         ]
         logits_per_list.append(logits)
-        labels_per_list.append([int(label >= 0.5) for _, label in candidates])
+        labels_per_list.append([int(c.appropriate) for c in candidates])
     calibration = fit_platt(
         [x for xs in logits_per_list for x in xs], [y for ys in labels_per_list for y in ys]
     )

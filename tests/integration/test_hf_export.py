@@ -126,7 +126,7 @@ def test_a_bad_calibration_line_names_the_file_line_and_field(exported, tmp_path
     source, _ = exported["roberta"]
     data = tmp_path / "bad.jsonl"
     data.write_text(
-        json.dumps({"context": "hi", "candidates": [{"text": "a", "label": 1}]})
+        json.dumps({"context": "hi", "candidates": [{"text": "a", "label": 1}], "group": "g"})
         + "\n"
         + '{"context": "hi"}\n'
     )

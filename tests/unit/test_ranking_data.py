@@ -1,0 +1,194 @@
+"""The ranking-data format: its loader's errors, and each converter on a small fixture."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from service.tokenization import Turn
+from training import convert
+from training.ranking_data import Candidate, DataError, RankingList, read_lists, write_lists
+
+GOOD = {
+    "context": [{"speaker": "user", "text": "It is so hot in here."}],
+    "situations": ["The window is closed.", "The user likes pizza."],
+    "relevant_situations": [0],
+    "candidates": [
+        {"text": "Shall I open the window?", "label": 2, "generator": "retrieval"},
+        {"text": "Pizza!", "label": 0.1},
+    ],
+    "group": "d1",
+}
+
+
+def write(tmp_path: Path, *rows: object) -> Path:
+    path = tmp_path / "lists.jsonl"
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_a_good_file_round_trips(tmp_path: Path) -> None:
+    lists = read_lists(write(tmp_path, GOOD, "", {**GOOD, "context": "hi", "group": "d2"}))
+    assert len(lists) == 2 and lists[1].context == (Turn("user", "hi"),)
+    first = lists[0]
+    assert [c.appropriate for c in first.candidates] == [True, False] and first.candidates[0].gain == 2.0
+    again = tmp_path / "again.jsonl"
+    write_lists(again, lists)
+    assert read_lists(again) == lists
+
+
+@pytest.mark.parametrize(
+    ("row", "where"),
+    [
+        ("{not json", "not JSON"),
+        ({**GOOD, "candidates": []}, "candidates"),
+        ({**GOOD, "candidates": [{"text": "a", "label": 3}]}, "candidates.0.label"),
+        ({**GOOD, "candidates": [{"text": "a", "label": 1.5}]}, "candidates.0.label"),
+        ({**GOOD, "candidates": [{"text": "a", "label": "1"}]}, "candidates.0.label"),
+        ({**GOOD, "candidates": [{"text": " ", "label": 1}]}, "candidates.0.text"),
+        ({**GOOD, "context": [{"text": "hi", "who": "x"}]}, "context"),
+        ({k: v for k, v in GOOD.items() if k != "group"}, "group"),
+        ({**GOOD, "relevant_situations": [5]}, "relevant_situations"),
+        ({**GOOD, "extra": 1}, "extra"),
+    ],
+)
+def test_a_bad_line_is_named_by_file_line_and_field(tmp_path: Path, row: object, where: str) -> None:
+    path = write(tmp_path, GOOD, row)
+    with pytest.raises(DataError) as error:
+        read_lists(path)
+    assert str(error.value).startswith(f"{path}:2: ") and where in str(error.value)
+
+
+def test_an_empty_or_missing_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="no ranking list"):
+        read_lists(write(tmp_path, ""))
+    with pytest.raises(DataError, match="cannot be read"):
+        read_lists(tmp_path / "absent.jsonl")
+
+
+def sugar_row(index: int) -> dict:
+    return {
+        "index": index, "u": "Can you get me some water?", "g": "drink",
+        "s.sents": [f"statement {i}" for i in range(12)], "s.labels": ["location"] * 12,
+        "s.gold.sents.indices": [3, 7], "r": "Sure, here is a glass.", "r.label": 2,
+        "r.distractors": [{"r": "No.", "r.label": 0}, {"r": "Maybe later.", "r.label": 1}], "polarity": "yes",
+    }  # fmt: skip
+
+
+def test_the_sugar_converter(tmp_path: Path) -> None:
+    source = tmp_path / "sugar.jsonl"
+    source.write_text(json.dumps(sugar_row(4)) + "\n" + json.dumps(sugar_row(9)) + "\n")
+    out = tmp_path / "out.jsonl"
+    assert convert.main(["sugar", str(source), str(out)]) == 0
+    lists = read_lists(out)
+    assert [x.group for x in lists] == ["sugar-4", "sugar-9"]
+    assert [c.label for c in lists[0].candidates] == [2, 0, 1] and lists[0].relevant_situations == (3, 7)
+    assert len(lists[0].situations) == 12 and lists[0].context == (
+        Turn("user", "Can you get me some water?"),
+    )
+
+
+def test_the_dailydialog_pp_converter(tmp_path: Path) -> None:
+    row = {
+        "id": 7, "context": ["Hello there.", "Hi, how are you?", "Fine, and you?"],
+        "positive_responses": [f"good {i}" for i in range(5)],
+        "adversarial_negative_responses": [f"fine you are {i}" for i in range(5)],
+        "random_negative_responses": [f"the cat {i}" for i in range(5)],
+    }  # fmt: skip
+    source = tmp_path / "dev.jsonl"
+    source.write_text(json.dumps(row) + "\n")
+    out = tmp_path / "out.jsonl"
+    assert convert.main(["dailydialog-pp", str(source), str(out)]) == 0
+    (only,) = read_lists(out)
+    assert [t.speaker for t in only.context] == ["user", "bot", "user"]
+    kinds = [(c.generator, c.label) for c in only.candidates]
+    assert kinds == [("human", 1)] * 5 + [("adversarial", 0)] * 5 + [("random", 0)] * 5
+
+
+def topical_chat_fixture(root: Path) -> Path:
+    (root / "conversations").mkdir(parents=True)
+    (root / "reading_sets").mkdir()
+    wiki = {"shortened_wiki_lead_section": {"Football is a sport. It is played by two teams.": 1},
+            "summarized_wiki_lead_section": {"Jazz is music. It began in New Orleans.": 2}}  # fmt: skip
+    (root / "wiki.json").write_text(json.dumps(wiki))
+
+    def conversation(topic: str, n: int) -> dict:
+        return {"article_url": "u", "config": "A", "conversation_rating": {},
+                "content": [{"message": f"{topic} turn {i}", "agent": f"agent_{1 + i % 2}", "sentiment": "x",
+                             "knowledge_source": [], "turn_rating": "Good"} for i in range(n)]}  # fmt: skip
+
+    def reading(entity: str, kind: str, ident: int) -> dict:
+        section = {"FS1": {"entity": entity, kind: ident, "fun_facts": []}}
+        return {"agent_1": section, "agent_2": section, "article_url": "u", "config": "A"}
+
+    convs = {
+        "c1": conversation("football", 8),
+        "c2": conversation("soccer", 8),
+        "c3": conversation("jazz", 8),
+    }
+    football = reading("Football", "shortened_wiki_lead_section", 1)
+    sets = {"c1": football, "c2": football, "c3": reading("Jazz", "summarized_wiki_lead_section", 2)}
+    for split in convert.TOPICAL_CHAT_SPLITS:
+        mine = dict(convs) if split == "valid_freq" else {}
+        (root / "conversations" / f"{split}.json").write_text(json.dumps(mine))
+        (root / "reading_sets" / f"{split}.json").write_text(json.dumps({k: sets[k] for k in mine}))
+    return root
+
+
+def test_the_topical_chat_converter_mines_each_kind_of_negative(tmp_path: Path) -> None:
+    source = topical_chat_fixture(tmp_path / "tc")
+    out = tmp_path / "out.jsonl"
+    assert convert.main(["topical-chat", str(source), str(out)]) == 0
+    lists = read_lists(out)
+    assert len(lists) == 3 * 7 and {x.group for x in lists} == {
+        "topical-chat-c1",
+        "topical-chat-c2",
+        "topical-chat-c3",
+    }
+    for x in lists:
+        true = [c for c in x.candidates if c.label == 1]
+        assert len(true) == 1 and len(x.candidates) == 10, x
+        texts = [c.text for c in x.candidates]
+        assert len(set(texts)) == len(texts)
+        assert x.context[-1].speaker == "user"  # the responder is the bot
+    late = [x for x in lists if x.group == "topical-chat-c1" and len(x.context) >= 3]
+    kinds = {c.generator for x in late for c in x.candidates}
+    assert {"human", "context", "nearby", "same-entity", "random"} <= kinds
+    same_entity = [
+        c.text
+        for x in lists
+        if x.group == "topical-chat-c1"
+        for c in x.candidates
+        if c.generator == "same-entity"
+    ]
+    assert same_entity and all(t.startswith("soccer") for t in same_entity)  # c2 shares the Football entity
+    situated = [x for x in lists if x.situations]
+    leads = {
+        "Football is a sport.",
+        "It is played by two teams.",
+        "Jazz is music.",
+        "It began in New Orleans.",
+    }
+    assert situated and all(s in leads for x in situated for s in x.situations)
+    out_again = tmp_path / "again.jsonl"
+    convert.main(["topical-chat", str(source), str(out_again)])
+    assert out_again.read_text() == out.read_text(), "the mined lists must be the same on every run"
+
+
+def test_a_converter_on_the_wrong_layout_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "not-sugar.jsonl"
+    source.write_text('{"hello": 1}\n')
+    assert convert.main(["sugar", str(source), str(tmp_path / "o.jsonl")]) == 1
+    assert "not in the expected layout" in capsys.readouterr().err
+
+
+def test_to_json_keeps_optional_fields_only_when_set() -> None:
+    row = RankingList(
+        context=(Turn("user", "hi"),),
+        candidates=(Candidate("a", 1), Candidate("b", 0, action="x")),
+        group="g",
+    ).to_json()
+    assert row["candidates"] == [{"text": "a", "label": 1}, {"text": "b", "label": 0, "action": "x"}]
+    assert "situations" not in row

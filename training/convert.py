@@ -1,0 +1,207 @@
+"""Convert the data in ``../shared/data`` to the ranking-data format (:mod:`training.ranking_data`).
+
+    python -m training.convert sugar ../shared/data/sugar/sugar.jsonl runs/data/sugar.jsonl
+    python -m training.convert topical-chat ../shared/data/topical_chat runs/data/topical_chat.jsonl
+    python -m training.convert dailydialog-pp ../shared/data/dailydialog_pp/dev.jsonl runs/data/ddpp.jsonl
+
+- **sugar**: one list per example: the request, its 12 statements (the gold ones marked
+  relevant), its three rated responses. CC BY-SA 4.0.
+- **topical-chat**: one list per turn (from the second on) of each conversation: the true next
+  turn (label 1) against negatives mined to look right on the surface, each named in its
+  ``generator``: ``context`` (one of the context's own earlier turns, repeated), ``nearby`` (a
+  turn of the same conversation a few turns away), ``same-entity`` (a turn of another
+  conversation about one of the same entities), ``random``. Half the lists (seeded) carry as
+  situations the lead sentences of the wiki sections the responder read about its entities.
+  The responder is ``bot``, its partner ``user``. Community Data License Agreement - Sharing 1.0:
+  a model trained on it may ship.
+- **dailydialog-pp**: one list per context: 5 positives (label 1, ``human``), 5 adversarial
+  (label 0, ``adversarial``: they reuse the context's words) and 5 random negatives (label 0,
+  ``random``). CC BY-NC-SA 4.0: for evaluation and model selection only, never for a model
+  that ships.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+from service.tokenization import Turn
+from training.ranking_data import Candidate, RankingList, write_lists
+
+TOPICAL_CHAT_SPLITS = ("valid_freq", "valid_rare", "test_freq", "test_rare")
+#: Topical-Chat negatives per list, by kind: 9 in all, so a list is "1 of 10".
+NEGATIVES = {"context": 2, "nearby": 3, "same-entity": 2, "random": 2}
+#: Context turns kept before the next turn (older ones add length, not signal).
+MAX_CONTEXT_TURNS = 6
+#: Wiki lead sentences given as situations, when a list gets them.
+MAX_SITUATIONS = 4
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'])")
+
+
+def convert_sugar(path: Path) -> Iterator[RankingList]:
+    """SUGAR examples as ranking lists."""
+    from training.sugar import load_sugar
+
+    for example in load_sugar(path):
+        yield RankingList(
+            context=tuple(example.turns),
+            situations=example.statements,
+            relevant_situations=example.gold,
+            candidates=tuple(
+                Candidate(t, label) for t, label in zip(example.candidates, example.labels, strict=True)
+            ),
+            group=f"sugar-{example.index}",
+        )
+
+
+def convert_dailydialog_pp(path: Path) -> Iterator[RankingList]:
+    """DailyDialog++ contexts as ranking lists (evaluation only: non-commercial licence)."""
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        turns = [str(t) for t in row["context"]]
+        # The responder speaks next: the last context turn is its partner's.
+        speakers = ["user" if (len(turns) - i) % 2 == 1 else "bot" for i in range(len(turns))]
+        candidates = [
+            *(Candidate(t, 1, "human") for t in row["positive_responses"]),
+            *(Candidate(t, 0, "adversarial") for t in row["adversarial_negative_responses"]),
+            *(Candidate(t, 0, "random") for t in row["random_negative_responses"]),
+        ]
+        yield RankingList(
+            context=tuple(Turn(s, t) for s, t in zip(speakers, turns, strict=True)),
+            candidates=tuple(c for c in candidates if c.text.strip()),
+            group=f"ddpp-{row.get('id', number)}",
+        )
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+
+
+def _take(
+    rng: random.Random, pool: list[str], n: int, kind: str, seen: set[str], out: list[Candidate]
+) -> None:
+    """Add up to ``n`` negatives of ``kind`` drawn from ``pool``, none seen before in the list."""
+    options = [p for p in dict.fromkeys(s.strip() for s in pool) if p and p.lower() not in seen]
+    for text in rng.sample(options, min(n, len(options))):
+        seen.add(text.lower())
+        out.append(Candidate(text, 0, kind))
+
+
+def convert_topical_chat(directory: Path, *, seed: int = 0) -> Iterator[RankingList]:
+    """Topical-Chat turns as ranking lists with mined negatives (see the module doc)."""
+    rng = random.Random(seed)
+    wiki = json.loads((directory / "wiki.json").read_text(encoding="utf-8"))
+    wiki_text = {kind: {int(i): text for text, i in table.items()} for kind, table in wiki.items()}
+    conversations: dict[str, list[dict]] = {}
+    entities: dict[str, dict[str, set[str]]] = {}
+    leads: dict[str, dict[str, list[str]]] = {}
+    for split in TOPICAL_CHAT_SPLITS:
+        convs = json.loads((directory / "conversations" / f"{split}.json").read_text(encoding="utf-8"))
+        reading = json.loads((directory / "reading_sets" / f"{split}.json").read_text(encoding="utf-8"))
+        for conv_id, conv in convs.items():
+            turns = [t for t in conv["content"] if str(t.get("message", "")).strip()]
+            if len(turns) < 2:
+                continue
+            conversations[conv_id] = turns
+            entities[conv_id], leads[conv_id] = {}, {}
+            for agent in ("agent_1", "agent_2"):
+                known, sentences = set(), []
+                for section in reading.get(conv_id, {}).get(agent, {}).values():
+                    if not isinstance(section, dict) or "entity" not in section:
+                        continue
+                    known.add(str(section["entity"]).lower())
+                    for kind in ("shortened_wiki_lead_section", "summarized_wiki_lead_section"):
+                        if kind in section and int(section[kind]) in wiki_text.get(kind, {}):
+                            sentences.extend(_sentences(wiki_text[kind][int(section[kind])])[:2])
+                entities[conv_id][agent], leads[conv_id][agent] = known, sentences
+    by_entity: dict[str, list[str]] = defaultdict(list)
+    for conv_id, per_agent in entities.items():
+        for entity in sorted(set().union(*per_agent.values())):
+            by_entity[entity].append(conv_id)
+    conv_ids = list(conversations)
+
+    for conv_id in conv_ids:
+        turns = conversations[conv_id]
+        for t in range(1, len(turns)):
+            responder = turns[t]["agent"]
+            true_text = turns[t]["message"].strip()
+            context = turns[max(0, t - MAX_CONTEXT_TURNS) : t]
+            seen = {true_text.lower()}
+
+            negatives: list[Candidate] = []
+            _take(rng, [x["message"] for x in context], NEGATIVES["context"], "context", seen, negatives)
+            near = [
+                turns[i]["message"] for i in range(max(0, t - 6), min(len(turns), t + 6)) if abs(i - t) >= 2
+            ]
+            _take(rng, near, NEGATIVES["nearby"], "nearby", seen, negatives)
+            # Sorted: set order changes with the hash seed, and the lists must not.
+            mine = sorted(entities[conv_id].get(responder, set()))
+            others = sorted({c for e in mine for c in by_entity.get(e, ()) if c != conv_id})
+            same = [m["message"] for c in rng.sample(others, min(4, len(others))) for m in conversations[c]]
+            _take(rng, same, NEGATIVES["same-entity"], "same-entity", seen, negatives)
+            while len(negatives) < sum(NEGATIVES.values()):  # top up (and the random ones) from anywhere
+                other = conversations[rng.choice(conv_ids)]
+                before = len(negatives)
+                _take(rng, [rng.choice(other)["message"]], 1, "random", seen, negatives)
+                if len(negatives) == before and len(conv_ids) < 2:
+                    break
+            situations: tuple[str, ...] = ()
+            if rng.random() < 0.5:
+                situations = tuple(leads[conv_id].get(responder, [])[:MAX_SITUATIONS])
+            candidates = [Candidate(true_text, 1, "human"), *negatives]
+            rng.shuffle(candidates)
+            yield RankingList(
+                context=tuple(
+                    Turn("bot" if x["agent"] == responder else "user", x["message"].strip()) for x in context
+                ),
+                situations=situations,
+                candidates=tuple(candidates),
+                group=f"topical-chat-{conv_id}",
+            )
+
+
+CONVERTERS = {
+    "sugar": convert_sugar,
+    "topical-chat": convert_topical_chat,
+    "dailydialog-pp": convert_dailydialog_pp,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("dataset", choices=sorted(CONVERTERS))
+    parser.add_argument(
+        "source", type=Path, help="the dataset's file (sugar, dailydialog-pp) or folder (topical-chat)"
+    )
+    parser.add_argument("out", type=Path, help="the JSONL file to write")
+    args = parser.parse_args(argv)
+    if not args.source.exists():
+        parser.error(f"{args.source} does not exist")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        count = write_lists(args.out, CONVERTERS[args.dataset](args.source))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        problem = f"{type(e).__name__}: {e}"
+        print(
+            f"training.convert {args.dataset}: {args.source} is not in the expected layout ({problem})",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"wrote {count} ranking lists to {args.out}")
+    if args.dataset == "dailydialog-pp":
+        print("note: DailyDialog++ is CC BY-NC-SA 4.0: evaluate and select models with it, never train on it")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
