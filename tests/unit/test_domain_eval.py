@@ -1,0 +1,76 @@
+"""Per-domain evaluation on the generic format: its metrics and its split."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from service.tokenization import Turn
+from training.domain_eval import evaluate, group_split, within_context_auc
+from training.ranking_data import Candidate, RankingList
+
+
+def ranking_list(*candidates: Candidate, group: str = "g") -> RankingList:
+    return RankingList(context=(Turn("user", "hi"),), candidates=candidates, group=group)
+
+
+def test_within_context_auc_counts_wins_and_half_ties() -> None:
+    assert within_context_auc([0.9, 0.1, 0.5], [True, False, False], [False, True, True]) == 1.0
+    assert within_context_auc([0.5, 0.5], [True, False], [False, True]) == 0.5
+    assert within_context_auc([0.2, 0.9], [True, False], [False, False]) is None
+
+
+def test_group_split_is_stable_and_about_15_15_70() -> None:
+    parts = [group_split(f"dialogue-{i}") for i in range(4000)]
+    assert parts == [group_split(f"dialogue-{i}") for i in range(4000)]
+    shares = {p: parts.count(p) / len(parts) for p in ("train", "dev", "test")}
+    assert shares["test"] == pytest.approx(0.15, abs=0.03) and shares["dev"] == pytest.approx(0.15, abs=0.03)
+
+
+def test_the_metrics_of_one_dataset() -> None:
+    ten = ranking_list(Candidate("true", 1, "human"), *(Candidate(f"neg {i}", 0, "random") for i in range(9)))
+    graded = ranking_list(
+        Candidate("best", 2),
+        Candidate("ok", 1),
+        Candidate("adv", 0, "adversarial"),
+        Candidate("rand", 0, "random"),
+    )
+    probs = [np.array([0.9] + [0.1] * 9), np.array([0.4, 0.8, 0.6, 0.05])]
+    result = evaluate([ten, graded], probs, threshold=0.5)
+    assert result["lists"] == 2
+    assert result["r1_of_10"] == 1.0  # the true turn is first of ten
+    assert result["precision_at_1"] == 0.5  # "ok" outranks "best" in the graded list
+    assert result["mrr"] == pytest.approx((1.0 + 1 / 3) / 2, abs=1e-4)  # "best" is third there
+    assert result["auc_adversarial"] == 0.5  # of the two good ones only "ok" beats "adv"
+    assert result["auc_random"] == 1.0
+    assert 0.0 <= result["ece"] <= 1.0 and 0.0 <= result["abstention_accuracy"] <= 1.0
+
+
+@pytest.mark.integration
+def test_the_cli_scores_generic_lists_with_the_shipped_model(model_dir, tmp_path) -> None:
+    import json
+
+    from training.domain_eval import main
+    from training.ranking_data import write_lists
+
+    lists = [
+        RankingList(
+            context=(Turn("user", "It is so hot in here, can you help?"),),
+            situations=("The window is closed.", "There is a fan in the closet.", "The user likes pizza."),
+            candidates=(
+                Candidate("Shall I open the window for you?", 2),
+                Candidate("Pizza is great.", 0),
+                Candidate("I do not know.", 0, "random"),
+            ),  # fmt: skip
+            group=f"hand-{i}",
+        )
+        for i in range(3)
+    ]
+    data = tmp_path / "lists.jsonl"
+    write_lists(data, lists)
+    out = tmp_path / "results.json"
+    results = main(
+        ["--model", str(model_dir), "--lists", f"hand={data}", "--split", "all", "--out", str(out)]
+    )
+    assert results["hand"]["lists"] == 3 and results["hand"]["precision_at_1"] in (0.0, 1.0)
+    assert json.loads(out.read_text())["results"] == results

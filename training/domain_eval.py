@@ -1,0 +1,203 @@
+r"""Evaluate a model directory per dataset on ranking lists in the generic format, as the service scores.
+
+    python -m training.domain_eval --model models/sugar-minilm-l6 \
+        --lists topical-chat=runs/data/topical-chat.jsonl --lists ddpp=runs/data/dailydialog-pp.jsonl \
+        --split test --max-lists 500
+
+Per dataset: Precision@1, nDCG@3 and MRR (grades as gains), R@1 of 10 on lists of exactly ten
+candidates with one appropriate (Topical-Chat's), the within-context AUC of appropriate
+candidates against ``adversarial`` and against ``random`` ones where lists name them
+(DailyDialog++'s), ECE of the calibrated scores and abstention accuracy at the model's
+threshold. Statements go through the bundle's selector first, as in the service.
+
+``--split`` keeps the lists whose group falls in that part of :func:`group_split` (a stable hash
+of the group, so training and evaluation agree without a split file); ``all`` keeps every list
+(for data no model trains on, such as DailyDialog++). ``--max-lists`` takes a seeded sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from export.checks import score, session
+from service.model_bundle import ModelBundle, load_bundle
+from service.selection import choose_statements
+from training import metrics
+from training.grouping import score_grouped
+from training.ranking_data import RankingList, read_lists
+
+#: Shares of groups in dev and test under :func:`group_split` (the rest is train).
+DEV_SHARE, TEST_SHARE = 0.15, 0.15
+
+
+def group_split(group: str) -> str:
+    """``train``, ``dev`` or ``test`` for a group, by a stable hash (never by Python's ``hash``)."""
+    bucket = int(hashlib.sha1(group.encode("utf-8")).hexdigest()[:8], 16) / 0xFFFFFFFF
+    if bucket < TEST_SHARE:
+        return "test"
+    return "dev" if bucket < TEST_SHARE + DEV_SHARE else "train"
+
+
+def within_context_auc(
+    scores: Sequence[float], positive: Sequence[bool], negative: Sequence[bool]
+) -> float | None:
+    """P(a positive outscores a negative) in one list (ties count half); None without both kinds."""
+    pos = [s for s, p in zip(scores, positive, strict=True) if p]
+    neg = [s for s, n in zip(scores, negative, strict=True) if n]
+    if not pos or not neg:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+class ListScorer:
+    """Calibrated scores of ranking lists with a bundle's graphs, selector first."""
+
+    def __init__(self, bundle: ModelBundle, *, threads: int = 2) -> None:
+        self.bundle = bundle
+        self.batch_size = bundle.serving_sub_batch_pairs or 16
+        self.ranker = session(bundle.ranker.path, threads=threads)
+        self.encoder = bundle.pair_encoder()
+        self.selector = session(bundle.selector.model.path, threads=threads) if bundle.selector else None
+        self.selector_encoder = bundle.selector_encoder()
+
+    def statements(self, lists: Sequence[RankingList]) -> list[list[str]]:
+        """The situations each list gives the ranker: the selector's choice, most relevant first."""
+        if self.selector is None or self.selector_encoder is None or self.bundle.selector is None:
+            return [list(x.situations) for x in lists]
+        spec, encoder, selector = self.bundle.selector, self.selector_encoder, self.selector
+        groups = [encoder.encode_request(x.context, [], x.situations) if x.situations else [] for x in lists]
+        logits = score_grouped(
+            lambda pairs: score(selector, encoder, pairs, batch_size=self.batch_size), groups
+        )
+        kept = [
+            choose_statements(spec.calibration(z), threshold=spec.threshold, min_keep=spec.min_keep)
+            if len(z)
+            else []
+            for z in logits
+        ]
+        return [[x.situations[i] for i in keep] for x, keep in zip(lists, kept, strict=True)]
+
+    def probabilities(self, lists: Sequence[RankingList]) -> list[np.ndarray]:
+        """Calibrated P(appropriate) per candidate, per list."""
+        statements = self.statements(lists)
+        groups = [
+            self.encoder.encode_request(x.context, s, [c.text for c in x.candidates])
+            for x, s in zip(lists, statements, strict=True)
+        ]
+        encoder, ranker = self.encoder, self.ranker
+        logits = score_grouped(
+            lambda pairs: score(ranker, encoder, pairs, batch_size=self.batch_size), groups
+        )
+        return [np.asarray(self.bundle.calibration(z)) for z in logits]
+
+
+def evaluate(
+    lists: Sequence[RankingList], probs: Sequence[np.ndarray], threshold: float
+) -> dict[str, float | int | None]:
+    """The metrics of one dataset."""
+    p1, ndcg, mrr, r1_of_10, auc_adv, auc_rand = [], [], [], [], [], []
+    flat_p, flat_y, grades = [], [], []
+    for x, p in zip(lists, probs, strict=True):
+        gains = [c.gain for c in x.candidates]
+        appropriate = [c.appropriate for c in x.candidates]
+        flat_p.extend(p.tolist())
+        flat_y.extend(int(a) for a in appropriate)
+        grades.append([int(a) for a in appropriate])
+        if max(gains) > 0:
+            p1.append(metrics.precision_at_1(p, gains))
+            ndcg.append(metrics.ndcg_at_k(p, gains, 3))
+            mrr.append(metrics.reciprocal_rank(p, gains))
+        if len(x.candidates) == 10 and sum(appropriate) == 1:
+            r1_of_10.append(float(appropriate[int(np.argmax(p))]))
+        for kind, out in (("adversarial", auc_adv), ("random", auc_rand)):
+            value = within_context_auc(
+                p, appropriate, [c.generator == kind and not c.appropriate for c in x.candidates]
+            )
+            if value is not None:
+                out.append(value)
+
+    def mean(values: list[float]) -> float | None:
+        return round(float(np.mean(values)), 4) if values else None
+
+    return {
+        "lists": len(lists),
+        "precision_at_1": mean(p1),
+        "ndcg_at_3": mean(ndcg),
+        "mrr": mean(mrr),
+        "r1_of_10": mean(r1_of_10),
+        "auc_adversarial": mean(auc_adv),
+        "auc_random": mean(auc_rand),
+        "ece": round(metrics.expected_calibration_error(flat_p, flat_y), 4),
+        "abstention_accuracy": round(
+            metrics.abstention_accuracy([q.tolist() for q in probs], grades, threshold), 4
+        ),
+    }
+
+
+COLUMNS = (
+    "precision_at_1",
+    "ndcg_at_3",
+    "mrr",
+    "r1_of_10",
+    "auc_adversarial",
+    "auc_random",
+    "ece",
+    "abstention_accuracy",
+)
+
+
+def markdown(model: str, results: dict[str, dict]) -> str:
+    """One table: a row per dataset."""
+    head = (
+        "| dataset | lists | P@1 | nDCG@3 | MRR | R@1 of 10 | AUC adv. | AUC random | ECE | abstention acc. |"
+    )
+    rows = [f"Model `{model}`.", "", head, "|" + " --- |" * 10]
+    for name, r in results.items():
+        cells = ["-" if r[c] is None else f"{r[c]:.3f}" for c in COLUMNS]
+        rows.append(f"| {name} | {r['lists']} | " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict]:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", type=Path, required=True)
+    parser.add_argument("--lists", action="append", required=True, help="NAME=FILE (repeatable)")
+    parser.add_argument("--split", choices=["train", "dev", "test", "all"], default="test")
+    parser.add_argument(
+        "--max-lists", type=int, default=0, help="a seeded sample of this many lists per dataset"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, help="also write the JSON results here")
+    args = parser.parse_args(argv)
+    bundle = load_bundle(args.model)
+    scorer = ListScorer(bundle)
+    results = {}
+    for entry in args.lists:
+        name, _, path = entry.partition("=")
+        if not path:
+            parser.error(f"--lists takes NAME=FILE, got {entry!r}")
+        lists = [x for x in read_lists(path) if args.split == "all" or group_split(x.group) == args.split]
+        if args.max_lists and len(lists) > args.max_lists:
+            lists = random.Random(args.seed).sample(lists, args.max_lists)
+        results[name] = evaluate(lists, scorer.probabilities(lists), bundle.threshold)
+    print(json.dumps(results, indent=2))
+    print(markdown(bundle.model_id, results))
+    if args.out:
+        args.out.write_text(
+            json.dumps({"model": bundle.model_id, "split": args.split, "results": results}, indent=2)
+        )
+    return results
+
+
+if __name__ == "__main__":
+    main()
