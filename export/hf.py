@@ -31,13 +31,14 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
+from export.checks import score, session
 from export.quantize import dynamic_int8
 from service.calibration import Calibrator
-from service.tokenization import DEFAULT_SPEAKER, TemplatePairEncoder, Turn, pad_pairs
+from service.tokenization import DEFAULT_SPEAKER, TemplatePairEncoder, Turn
+from training.grouping import score_grouped
 from training.ranking_data import DataError, read_lists
 
 OPSET = 17
@@ -107,19 +108,10 @@ def export_onnx(module: OneLogit, input_names: tuple[str, ...], path: Path) -> N
     onnx.checker.check_model(str(path))
 
 
-def onnx_logits(
-    path: Path, encoder: TemplatePairEncoder, pairs: list[tuple[str, str]], inputs: tuple[str, ...]
-):
+def onnx_logits(path: Path, encoder: TemplatePairEncoder, pairs: list[tuple[str, str]]) -> np.ndarray:
     """Logits of the graph at ``path`` for (query, document) pairs, one pair per call."""
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 2
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    out = []
-    for query, document in pairs:
-        encoded = encoder.encode([Turn(DEFAULT_SPEAKER, query)], [], document)
-        batch = pad_pairs([encoded], encoder.pad_id)
-        out.append(float(session.run(["logits"], batch.as_feeds(inputs))[0].reshape(-1)[0]))
-    return np.array(out)
+    encoded = [encoder.encode([Turn(DEFAULT_SPEAKER, query)], [], document) for query, document in pairs]
+    return score(session(path), encoder, encoded, batch_size=1)
 
 
 def torch_logits(module: OneLogit, tokenizer: Any, pairs: list[tuple[str, str]]) -> np.ndarray:
@@ -132,9 +124,7 @@ def torch_logits(module: OneLogit, tokenizer: Any, pairs: list[tuple[str, str]])
     return np.array(out)
 
 
-def calibrate(
-    path: Path, graph: Path, encoder: TemplatePairEncoder, inputs: tuple[str, ...]
-) -> tuple[Calibrator, float]:
+def calibrate(path: Path, graph: Path, encoder: TemplatePairEncoder) -> tuple[Calibrator, float]:
     """Platt map and abstention threshold fitted on labelled lists, scored by ``graph``."""
     from training.calibrate import fit_platt
     from training.metrics import best_abstention_threshold
@@ -143,19 +133,13 @@ def calibrate(
         lists = read_lists(path)
     except DataError as e:
         raise SystemExit(f"export.hf: {e}") from None
-    session = ort.InferenceSession(str(graph), providers=["CPUExecutionProvider"])
-    logits_per_list, labels_per_list = [], []
-    for ranking_list in lists:
-        candidates = ranking_list.candidates
-        pairs = encoder.encode_request(
-            ranking_list.context, ranking_list.situations, [c.text for c in candidates]
-        )
-        logits = [
-            float(session.run(["logits"], pad_pairs([p], encoder.pad_id).as_feeds(inputs))[0].reshape(-1)[0])
-            for p in pairs
-        ]
-        logits_per_list.append(logits)
-        labels_per_list.append([int(c.appropriate) for c in candidates])
+    graph_session = session(graph)
+    groups = [encoder.encode_request(x.context, x.situations, [c.text for c in x.candidates]) for x in lists]
+    # One pair per call, as the service runs a dynamically quantised graph.
+    logits_per_list = [
+        z.tolist() for z in score_grouped(lambda p: score(graph_session, encoder, p, batch_size=1), groups)
+    ]
+    labels_per_list = [[int(c.appropriate) for c in x.candidates] for x in lists]
     calibration = fit_platt(
         [x for xs in logits_per_list for x in xs], [y for ys in labels_per_list for y in ys]
     )
@@ -216,8 +200,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
 
     reference = torch_logits(module, tokenizer, SAMPLE_PAIRS)
-    fp32_error = float(np.max(np.abs(onnx_logits(fp32, encoder, SAMPLE_PAIRS, inputs) - reference)))
-    int8_error = float(np.max(np.abs(onnx_logits(int8, encoder, SAMPLE_PAIRS, inputs) - reference)))
+    fp32_error = float(np.max(np.abs(onnx_logits(fp32, encoder, SAMPLE_PAIRS) - reference)))
+    int8_error = float(np.max(np.abs(onnx_logits(int8, encoder, SAMPLE_PAIRS) - reference)))
     print(f"parity on {len(SAMPLE_PAIRS)} pairs, largest |logit - PyTorch|: ", end="")
     print(f"fp32 {fp32_error:.2e}, int8 {int8_error:.2e}")
     if fp32_error > args.tolerance:
@@ -228,7 +212,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     served = int8 if args.serve == "int8" else fp32
     calibration, threshold = Calibrator(method="platt", params={"a": 1.0, "b": 0.0}), args.threshold
     if args.calibrate is not None:
-        calibration, threshold = calibrate(args.calibrate, served, encoder, inputs)
+        calibration, threshold = calibrate(args.calibrate, served, encoder)
     metadata: dict[str, Any] = {
         "name": args.name or source.resolve().name,
         "version": args.version,
