@@ -185,13 +185,12 @@ class _ModelStarter:
 
     async def start(self, guidelines: Guidelines) -> ServedModel:
         settings, bundle = self.settings, self.bundle
-        ranker_batcher = await self._component(bundle.ranker, "ranker", bundle.ranker.max_length)
+        ranker_encoder = bundle.pair_encoder()
+        ranker_batcher = await self._component(bundle.ranker, "ranker", ranker_encoder)
         selector = None
         selector_encoder = bundle.selector_encoder()
         if bundle.selector is not None and selector_encoder is not None:
-            selector_batcher = await self._component(
-                bundle.selector.model, "selector", bundle.selector.model.max_length
-            )
+            selector_batcher = await self._component(bundle.selector.model, "selector", selector_encoder)
             selector = StatementSelector(
                 bundle.selector,
                 encoder=self._encoder(selector_encoder, "selector", self.backends[-1].name),
@@ -200,7 +199,7 @@ class _ModelStarter:
             )
         ranker = Ranker(
             bundle=bundle,
-            encoder=self._encoder(bundle.pair_encoder(), "ranker", self.backends[0].name),
+            encoder=self._encoder(ranker_encoder, "ranker", self.backends[0].name),
             batcher=ranker_batcher,
             guidelines=guidelines,
             metrics=self.metrics,
@@ -218,10 +217,11 @@ class _ModelStarter:
             encoder, executor=self.executor, metrics=self.metrics, backend=backend, model=self.name, role=role
         )
 
-    async def _component(self, spec: OnnxModelSpec, role: str, encoder_max: int) -> Scorer:
+    async def _component(self, spec: OnnxModelSpec, role: str, encoder: AnyPairEncoder) -> Scorer:
+        """The batching path of one graph; ``encoder`` pads its pairs and bounds their length."""
         settings, bundle = self.settings, self.bundle
         backend = self.backend_factory(settings, spec)
-        pad = bundle.pair_encoder().pad
+        pad = encoder.pad
         batcher: Scorer
         if is_remote(backend):  # it batches itself: no gateway queue in front of it
             await backend.start()
@@ -239,7 +239,7 @@ class _ModelStarter:
                 batching = batching.model_copy(update={"sub_batch_pairs": bundle.serving_sub_batch_pairs})
             batcher = Batcher(
                 backend=backend, pad=pad, settings=batching, executor=self.executor, metrics=self.metrics,
-                role=role, model=self.name, max_length=encoder_max, breaker=settings.breaker,
+                role=role, model=self.name, max_length=encoder.max_length, breaker=settings.breaker,
                 tracer=self.tracer,
             )  # fmt: skip
         await batcher.start(warm_up=isinstance(batcher, Batcher))

@@ -14,8 +14,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from starlette.types import Scope
-
 from service.errors import Unauthorized
 from service.settings import AuthSettings
 
@@ -66,14 +64,12 @@ class ApiKeys:
         return found
 
 
-def bearer_token(scope: Scope) -> str | None:
-    """The token of an ``Authorization: Bearer <token>`` header, if any."""
-    for name, value in scope.get("headers", []):
-        if name == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
-            if scheme.lower() == "bearer" and token.strip():
-                return token.strip()
-    return None
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header value, if any."""
+    if authorization is None:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
 @dataclass(frozen=True)
@@ -104,16 +100,16 @@ class AccessPolicy:
             return self.metrics_keys
         return self.api_keys
 
-    def check(self, scope: Scope) -> None:
-        """Pass, or raise for a request without a valid key.
+    def check(self, path: str, authorization: str | None) -> None:
+        """Pass, or raise for a request to ``path`` without a valid key in its Authorization header.
 
         Raises:
             Unauthorized: the path needs a key and none or a wrong one was given (401).
         """
-        keys = self.keys_for(scope["path"])
+        keys = self.keys_for(path)
         if keys is None:
             return
-        token = bearer_token(scope)
+        token = bearer_token(authorization)
         if token is None:
             raise Unauthorized("authorization: an `Authorization: Bearer <key>` header is required")
         if not keys.accepts(token):

@@ -21,6 +21,7 @@ import time
 import uuid
 
 from opentelemetry import propagate, trace
+from opentelemetry.context import Context
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -91,6 +92,7 @@ class RequestContextMiddleware:
         self.read_timeout_s = read_timeout_s
         self.access = access or AccessPolicy()
         self.tracer = tracer or trace.NoOpTracer()
+        self._traced = not isinstance(self.tracer, trace.NoOpTracer)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Handle one ASGI call."""
@@ -111,20 +113,17 @@ class RequestContextMiddleware:
             await send(message)
 
         route = route_label(scope["path"])
-        carrier = {
-            name.decode("latin-1"): value.decode("latin-1") for name, value in scope.get("headers", [])
-        }
         self.metrics.requests_in_flight.inc()
         span = self.tracer.start_span(
             f"{scope['method']} {route}",
-            context=propagate.extract(carrier),
+            context=self._incoming_trace(scope),
             kind=trace.SpanKind.SERVER,
             attributes={"http.request.method": scope["method"], "http.route": route},
         )
         try:
             with trace.use_span(span, end_on_exit=False):
                 try:
-                    self.access.check(scope)
+                    self.access.check(scope["path"], _header(scope, b"authorization"))
                     self._check_content_type(scope)
                     body = await self._read_body(receive, started)
                 except RankerError as error:
@@ -139,6 +138,13 @@ class RequestContextMiddleware:
             if status >= 500:
                 span.set_status(trace.StatusCode.ERROR)
             span.end()
+
+    def _incoming_trace(self, scope: Scope) -> Context | None:
+        """The caller's trace (W3C ``traceparent``); not read at all when tracing is off."""
+        if not self._traced:
+            return None
+        headers = scope.get("headers", [])
+        return propagate.extract({name.decode("latin-1"): value.decode("latin-1") for name, value in headers})
 
     def _check_content_type(self, scope: Scope) -> None:
         if scope["method"] not in _BODY_METHODS:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from service.api.dependencies import RuntimeDep
 from service.api.rank import ERROR_RESPONSES, TimeoutHeader
-from service.api.schemas import NON_BLANK, Name, TurnIn
+from service.api.schemas import NON_BLANK, Name, TurnIn, texts_as_objects
 from service.guidelines import MaskReason
 from service.ranking import Candidate, MaskMode, RankQuery, RankResult
 from service.settings import LimitsSettings
@@ -38,12 +38,6 @@ class RerankDocumentIn(BaseModel):
     text: str = Field(min_length=1, pattern=NON_BLANK)
     generator: Name | None = Field(None, description="Which generator proposed it (metrics).")
     action: Name | None = Field(None, description="Agent action it performs (guideline masks).")
-
-
-def _documents_from_strings(value: Any) -> Any:
-    if isinstance(value, list):
-        return [{"text": v} if isinstance(v, str) else v for v in value]
-    return value
 
 
 class RerankRequest(BaseModel):
@@ -78,7 +72,7 @@ class RerankRequest(BaseModel):
         True, strict=True, description="Extra: let the model's statement selector filter situations."
     )
 
-    _documents_from_strings = field_validator("documents", mode="before")(_documents_from_strings)
+    _documents_from_strings = field_validator("documents", mode="before")(texts_as_objects)
 
     def to_query(self) -> RankQuery:
         """The ranker's view: the query as the latest user turn, document i as candidate ``str(i)``."""
@@ -216,8 +210,16 @@ class JinaRerankResponse(RerankExtras):
     results: list[JinaRerankResultOut]
 
 
-def _masked(result: RankResult) -> list[MaskedDocumentOut]:
-    return [MaskedDocumentOut(index=int(m.id), action=m.action, reason=m.reason) for m in result.masked]
+def _extras(result: RankResult) -> dict[str, Any]:
+    """The fields both rerank answers add to their clients' shapes."""
+    return {
+        "model": result.model,
+        "abstain": result.abstain,
+        "threshold": result.threshold,
+        "masked": [
+            MaskedDocumentOut(index=int(m.id), action=m.action, reason=m.reason) for m in result.masked
+        ],
+    }
 
 
 def build_rerank_router(limits: LimitsSettings) -> APIRouter:
@@ -236,10 +238,7 @@ def build_rerank_router(limits: LimitsSettings) -> APIRouter:
                 RerankResultOut(index=int(r.id), relevance_score=r.score, mask_reason=r.mask_reason)
                 for r in result.ranking
             ],
-            model=result.model,
-            abstain=result.abstain,
-            threshold=result.threshold,
-            masked=_masked(result),
+            **_extras(result),
         )
 
     async def rerank_v1(
@@ -261,10 +260,7 @@ def build_rerank_router(limits: LimitsSettings) -> APIRouter:
                 )
                 for r in result.ranking
             ],
-            model=result.model,
-            abstain=result.abstain,
-            threshold=result.threshold,
-            masked=_masked(result),
+            **_extras(result),
         )
 
     # As for /rank: the signature's body type is swapped for the subclass with the configured limits.

@@ -57,7 +57,8 @@ def _turns_from_string(value: Any) -> Any:
     return [{"speaker": DEFAULT_SPEAKER, "text": value}] if isinstance(value, str) else value
 
 
-def _candidates_from_strings(value: Any) -> Any:
+def texts_as_objects(value: Any) -> Any:
+    """A list's plain strings as ``{"text": ...}`` objects (candidates, rerank documents)."""
     if isinstance(value, list):
         return [{"text": v} if isinstance(v, str) else v for v in value]
     return value
@@ -100,7 +101,7 @@ class RankRequest(BaseModel):
     )
 
     _context_from_string = field_validator("context", mode="before")(_turns_from_string)
-    _candidates_from_strings = field_validator("candidates", mode="before")(_candidates_from_strings)
+    _candidates_from_strings = field_validator("candidates", mode="before")(texts_as_objects)
 
     @field_validator("candidates")
     @classmethod

@@ -67,11 +67,11 @@ class Backlog:
             self.seconds = max(0.0, self.seconds - seconds)
 
 
-def admit(*, wait_s: float | None, remaining_s: float, margin: float, what: str) -> None:
+def admit(*, wait_s: float, remaining_s: float, margin: float, what: str) -> None:
     """Refuse a request that cannot be served in time.
 
     Args:
-        wait_s: estimated seconds until its pairs are scored (None: not measured yet).
+        wait_s: estimated seconds until its pairs are scored.
         remaining_s: seconds left to its deadline.
         margin: share of ``remaining_s`` the wait may take.
         what: names the stage in the message.
@@ -83,7 +83,7 @@ def admit(*, wait_s: float | None, remaining_s: float, margin: float, what: str)
     if remaining_s <= 0:
         raise BackendTimeout(f"{what}: the request's deadline passed before it was queued")
     budget = remaining_s * margin
-    if wait_s is None or wait_s <= budget:
+    if wait_s <= budget:
         return
     retry_after = max(1, math.ceil(wait_s - budget))
     raise Overloaded(

@@ -105,8 +105,8 @@ class Batcher:
         self.failures = FailureLog(
             logger, model=model, role=role, traceback_interval_s=health.traceback_interval_s
         )
-        # Real tokens of the batch being run that have not been scored yet (part of any wait).
-        self._running_tokens = 0
+        # A batch is being run (with the queue, what "busy" means before the speed is measured).
+        self._running = False
         self.tracer = tracer or trace.NoOpTracer()
         self._task: asyncio.Task[None] | None = None
 
@@ -172,7 +172,7 @@ class Batcher:
         if not pairs:
             return np.zeros(0, dtype=np.float32)
         self.breaker.check()
-        busy = len(self.queue) > 0 or self._running_tokens > 0
+        busy = len(self.queue) > 0 or self._running
         if (
             self.rate.seconds_per_pair is None
             and busy
@@ -271,14 +271,13 @@ class Batcher:
         items = sorted(items, key=lambda item: len(item.pair))
         step = self.settings.sub_batch_pairs or len(items)
         chunks = [items[start : start + step] for start in range(0, len(items), step)]
-        self._running_tokens = sum(len(item.pair) for item in items)
+        self._running = True
         outcome = _Outcome()
         try:
             for chunk in chunks:
                 await self._run_isolated(chunk, outcome)
-                self._running_tokens -= sum(len(item.pair) for item in chunk)
         finally:
-            self._running_tokens = 0
+            self._running = False
         if outcome.succeeded or outcome.failed:
             self.breaker.record(failed=outcome.succeeded == 0)
             self.metrics.breaker_open.labels(self.model, self.role).set(int(not self.available()))

@@ -3,7 +3,7 @@
 Admission is all-or-nothing: a request's pairs enter together or the request is refused with
 :class:`~service.errors.Overloaded` (429 with Retry-After), so a full queue fails fast instead
 of growing everyone's latency. (The pair bound is the memory guard; admission by time is the
-batcher's, see :mod:`service.batching.admission`.) Pairs whose request was cancelled (client gone,
+ranker's, see :mod:`service.batching.admission`.) Pairs whose request was cancelled (client gone,
 timeout) or whose deadline has passed are dropped when taken, before they reach a backend.
 """
 
