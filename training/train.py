@@ -1,77 +1,166 @@
-"""Train the statement selector and the situated ranker on SUGAR, then calibrate both.
+"""Train the shared-prefix ranker on a weighted mix of ranking-data files, then calibrate it.
 
-    python -m training.train --data ../shared/data/sugar/sugar.jsonl --out runs/sugar
+    python -m training.train --data runs/data/sugar.jsonl:3 --data runs/data/topical-chat.jsonl:0.1 \
+        --out runs/ranker
 
-The run directory gets ``config.json``, ``split.json`` (example ids per split; the test ids
-are never read here), ``ranker/`` and ``selector/`` checkpoints, ``calibration.json`` (both
-maps, the abstention threshold, the selector threshold), ``metrics.json`` and a reliability
-diagram. ``python -m export`` turns the run into the model directory the service loads.
+Every file is in the ranking-data format (:mod:`training.ranking_data`); a user's own logs train
+a bundle with the same command. ``FILE:WEIGHT`` sets how many passes over the file's training
+lists one epoch makes (0.1: a fresh 10% sample each epoch; 3: three passes; default 1). Lists
+are split by group with :func:`training.domain_eval.group_split`, the same split the evaluation
+CLI uses: training reads the train part, early stopping and calibration read the dev part, the
+test part is never read.
+
+Loss per list: ListNet over the candidates' gains plus a pointwise BCE on "appropriate" (see
+:func:`training.ranker.listwise_loss`). Situations are shuffled in training so the model does
+not learn their order. After each epoch the dev lists are scored; the epoch with the best mean
+dev nDCG@3 over the files is kept. Calibration (Platt) and the abstention threshold are fitted
+on the pooled dev lists of every file.
+
+The run directory gets ``ranker/`` (encoder, head, tokenizer), ``calibration.json``,
+``config.json`` and ``metrics.json``; ``python -m export --run`` makes the model directory.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
+import random
 import time
-from dataclasses import asdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
-from service.calibration import Calibrator, sigmoid
-from service.selection import choose_statements
-from service.tokenization import PairEncoder
+from service.calibration import sigmoid
+from service.list_encoding import ListEncoder
 from training import calibrate, metrics
-from training.backbone import backbone_dir, backbone_label, load_cross_encoder, seed_everything
-from training.ranker import Augmentation, encode_lists, ranking_metrics, score_lists, train_ranker
-from training.selector import (
-    encode_selector_data,
-    fit_relevance_calibration,
-    precision_recall,
-    selector_logits,
-    train_selector,
-)
-from training.sugar import load_sugar, select, split_indices
+from training.backbone import backbone_dir, backbone_label, device, make_optimizer, optimizer_step, seed_everything
+from training.domain_eval import evaluate, group_split
+from training.ranking_data import DataError, RankingList, read_lists
+from training.shared_prefix import SharedPrefixRanker, candidate_means, score_requests, to_tensors
+
+
+@dataclass(frozen=True)
+class Source:
+    """One training file and its weight."""
+
+    name: str
+    path: Path
+    weight: float
+
+
+def parse_source(text: str) -> Source:
+    """``FILE`` or ``FILE:WEIGHT``; the name is the file's stem."""
+    path, _, weight = text.rpartition(":") if ":" in text else (text, "", "")
+    try:
+        value = float(weight) if weight else 1.0
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--data takes FILE[:WEIGHT], got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"--data weight must be positive, got {text!r}")
+    return Source(Path(path).stem, Path(path or text), value)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", required=True, help="SUGAR JSONL file")
+    p.add_argument("--data", type=parse_source, action="append", required=True, help="FILE[:WEIGHT]")
     p.add_argument("--out", required=True, help="run directory to create")
-    p.add_argument(
-        "--backbone", default=None, help="backbone directory (default: the packaged all-MiniLM-L6-v2)"
-    )
+    p.add_argument("--backbone", default=None, help="backbone directory (default: packaged all-MiniLM-L6-v2)")
     p.add_argument("--seed", type=int, default=13)
-    p.add_argument("--max-length", type=int, default=256, help="ranker pair length in tokens")
-    p.add_argument("--selector-max-length", type=int, default=96)
-    p.add_argument("--epochs", type=int, default=4)
-    p.add_argument("--selector-epochs", type=int, default=4)
-    p.add_argument("--lr", type=float, default=4e-5)
-    p.add_argument("--selector-lr", type=float, default=4e-5)
-    p.add_argument("--batch-examples", type=int, default=8, help="examples (lists of candidates) per step")
-    p.add_argument("--selector-batch", type=int, default=64)
-    p.add_argument("--tau", type=float, default=3.0, help="ListNet target temperature over the ratings")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--lr", type=float, default=5e-5)
+    p.add_argument("--batch-lists", type=int, default=8, help="ranking lists per optimiser step")
+    p.add_argument("--tau", type=float, default=3.0, help="ListNet target temperature over the gains")
     p.add_argument("--pointwise-weight", type=float, default=0.5)
-    p.add_argument("--patience", type=int, default=2)
-    p.add_argument("--calibration", choices=("platt", "isotonic"), default="platt")
-    p.add_argument(
-        "--limit", type=int, default=None, help="use only the first N train/dev examples (smoke runs)"
-    )
-    p.add_argument("--max-steps", type=int, default=None, help="stop the ranker after N steps (smoke runs)")
+    p.add_argument("--max-prefix-tokens", type=int, default=256)
+    p.add_argument("--max-candidate-tokens", type=int, default=64)
+    p.add_argument("--dev-lists", type=int, default=400, help="dev lists per file (a seeded sample)")
+    p.add_argument("--limit", type=int, default=None, help="first N train lists per file (smoke runs)")
+    p.add_argument("--max-steps", type=int, default=None, help="stop after N steps (smoke runs)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    p.add_argument(
-        "--crossfit-selections",
-        action="store_true",
-        help="train the ranker on out-of-fold selector output (two half-selectors) as well as noisy gold",
-    )
-    p.add_argument(
-        "--selector-from",
-        default=None,
-        help="reuse the selector of an earlier run directory instead of training one (same split seed)",
-    )
     return p.parse_args(argv)
+
+
+def load_splits(args: argparse.Namespace) -> tuple[dict[str, list[RankingList]], dict[str, list[RankingList]]]:
+    """Train and dev lists per file."""
+    train, dev = {}, {}
+    rng = random.Random(args.seed)
+    for source in args.data:
+        lists = read_lists(source.path)
+        train[source.name] = [x for x in lists if group_split(x.group) == "train"][: args.limit]
+        held = [x for x in lists if group_split(x.group) == "dev"]
+        if len(held) > args.dev_lists:
+            held = rng.sample(held, args.dev_lists)
+        dev[source.name] = held
+        if not train[source.name] or not dev[source.name]:
+            raise DataError(f"{source.path}: needs lists in both the train and dev parts of the group split")
+    return train, dev
+
+
+def epoch_batches(
+    args: argparse.Namespace, train: dict[str, list[RankingList]], rng: random.Random
+) -> list[list[RankingList]]:
+    """One epoch: each file's share by its weight, batched within a file (similar lengths), shuffled."""
+    batches = []
+    for source in args.data:
+        lists = train[source.name]
+        whole, part = divmod(source.weight, 1.0)
+        chosen = [x for _ in range(int(whole)) for x in rng.sample(lists, len(lists))]
+        chosen += rng.sample(lists, round(part * len(lists)))
+        batches += [chosen[i : i + args.batch_lists] for i in range(0, len(chosen), args.batch_lists)]
+    rng.shuffle(batches)
+    return batches
+
+
+def encode(encoder: ListEncoder, x: RankingList, rng: random.Random | None = None):
+    """The list's sequences; with ``rng``, its situations shuffled (training)."""
+    situations = list(x.situations)
+    if rng is not None:
+        rng.shuffle(situations)
+    return encoder.encode_request(x.context, situations, [c.text for c in x.candidates])
+
+
+def loss_of(model, encoder: ListEncoder, batch: list[RankingList], args, rng) -> torch.Tensor:
+    """ListNet plus pointwise BCE over a batch of lists (candidates padded and masked)."""
+    sequences = [encode(encoder, x, rng) for x in batch]
+    if any(len(s) != 1 for s in sequences):
+        raise ValueError("a training list must fit one sequence; raise the chunk budgets")
+    flat = [s[0] for s in sequences]
+    feeds = to_tensors(encoder, flat, device())
+    width = max(len(x.candidates) for x in batch)
+    logits = candidate_means(model(**feeds), feeds["segment_ids"], width)
+    present = torch.zeros(len(batch), width, dtype=torch.bool)
+    gains = torch.zeros(len(batch), width)
+    targets = torch.zeros(len(batch), width)
+    for row, x in enumerate(batch):
+        n = len(x.candidates)
+        present[row, :n] = True
+        gains[row, :n] = torch.tensor([c.gain for c in x.candidates])
+        targets[row, :n] = torch.tensor(
+            [float(c.label) if isinstance(c.label, float) else float(c.appropriate) for c in x.candidates]
+        )
+    present, gains, targets = present.to(logits.device), gains.to(logits.device), targets.to(logits.device)
+    blocked = torch.finfo(logits.dtype).min
+    target = torch.softmax((gains * args.tau).masked_fill(~present, blocked), dim=-1)
+    log_p = torch.log_softmax(logits.masked_fill(~present, blocked), dim=-1)
+    listnet = -(target * log_p).masked_fill(~present, 0.0).sum(-1).mean()
+    bce = torch.nn.functional.binary_cross_entropy_with_logits(logits[present], targets[present])
+    return listnet + args.pointwise_weight * bce
+
+
+def dev_logits(model, encoder: ListEncoder, dev: dict[str, list[RankingList]]) -> dict[str, list[np.ndarray]]:
+    """Candidate logits of every dev list, per file."""
+    return {
+        name: [np.asarray(z) for z in score_requests(model, encoder, [encode(encoder, x) for x in lists], device())]
+        for name, lists in dev.items()
+    }
+
+
+def dev_report(dev: dict[str, list[RankingList]], logits: dict[str, list[np.ndarray]]) -> dict[str, dict]:
+    """Ranking metrics per file on uncalibrated scores (calibration does not change the order)."""
+    return {name: evaluate(lists, [sigmoid(z) for z in logits[name]], 0.5) for name, lists in dev.items()}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -82,175 +171,99 @@ def main(argv: list[str] | None = None) -> dict:
     started = time.time()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    backbone = str(args.backbone or backbone_dir())
-
-    examples = load_sugar(args.data)
-    split = split_indices(examples, seed=args.seed)
-    (out / "split.json").write_text(
-        json.dumps({"data": str(Path(args.data).resolve()), "seed": args.seed, **split})
-    )
-    train, dev = select(examples, split["train"]), select(examples, split["dev"])
-    if args.limit:
-        train, dev = train[: args.limit], dev[: max(4, args.limit // 2)]
-    print(f"examples: train {len(train)}, dev {len(dev)}, test {len(split['test'])} (test untouched)")
-
-    ranker_enc = PairEncoder.from_file(backbone, max_length=args.max_length)
-    selector_enc = PairEncoder.from_file(backbone, max_length=args.selector_max_length)
-
-    # 1. Statement selector.
-    if args.selector_from:
-        sel_model = load_cross_encoder(Path(args.selector_from) / "selector")
-    else:
-        sel_model = fit_selector(args, backbone, selector_enc, train, seed=args.seed)
-    dev_sel_logits = selector_logits(sel_model, selector_enc, dev, "u+S")
-    sel_cal = fit_relevance_calibration(dev_sel_logits, dev)
-    dev_relevance = [sel_cal(z) for z in dev_sel_logits]
-
-    def selected(threshold: float) -> list[list[int]]:
-        return [choose_statements(r, threshold=threshold, min_keep=1) for r in dev_relevance]
-
-    grid = [round(t, 2) for t in np.arange(0.2, 0.81, 0.05)]
-    f1_by_t = {t: precision_recall(selected(t), [e.gold for e in dev])["f1"] for t in grid}
-    sel_threshold = max(grid, key=lambda t: (f1_by_t[t], -abs(t - 0.5)))
-    print(f"selector: threshold {sel_threshold} (dev F1 {f1_by_t[sel_threshold]:.3f})")
-
-    def statements(threshold: float) -> list[list[str]]:
-        return [[e.statements[i] for i in idx] for e, idx in zip(dev, selected(threshold), strict=True)]
-
-    selections = None
-    if args.crossfit_selections:
-        selections = crossfit_selections(args, backbone, selector_enc, train, sel_threshold)
-
-    # 2. Ranker, early-stopped on dev nDCG@3 with the selector's statements (the serving path).
-    aug = Augmentation()
-    ranker, history = train_ranker(
+    backbone = Path(args.backbone or backbone_dir())
+    train, dev = load_splits(args)
+    print("lists:", {n: {"train": len(train[n]), "dev": len(dev[n])} for n in train}, flush=True)
+    # Training lists are one sequence each, however long: the chunk budgets are lifted.
+    encoder = ListEncoder.from_file(
         backbone,
-        ranker_enc,
-        train,
-        dev,
-        statements(sel_threshold),
-        epochs=args.epochs,
-        lr=args.lr,
-        batch_examples=args.batch_examples,
-        tau=args.tau,
-        pointwise_weight=args.pointwise_weight,
-        patience=args.patience,
-        seed=args.seed,
-        aug=aug,
-        max_steps=args.max_steps,
-        selections=selections,
+        max_prefix_tokens=args.max_prefix_tokens,
+        max_candidate_tokens=args.max_candidate_tokens,
+        max_chunk_tokens=1 << 16,
+        max_chunk_candidates=1 << 10,
     )
+    model = SharedPrefixRanker.load(backbone).to(device())
+    rng = random.Random(args.seed)
+    epochs = [epoch_batches(args, train, rng) for _ in range(args.epochs)]
+    total = sum(len(e) for e in epochs)
+    if args.max_steps:
+        total = min(total, args.max_steps)
+    optimizer, schedule = make_optimizer(model, lr=args.lr, total_steps=total)
+    history, best_state, best_score, step = [], None, -1.0, 0
+    bar = tqdm(total=total, desc="ranker", unit="step", mininterval=30)
+    for epoch, batches in enumerate(epochs, start=1):
+        model.train()
+        for batch in batches:
+            if step >= total:
+                break
+            loss = loss_of(model, encoder, batch, args, rng)
+            optimizer_step(model, optimizer, schedule, loss)
+            step += 1
+            bar.update(1)
+            bar.set_postfix(epoch=epoch, loss=f"{loss.item():.3f}", refresh=False)
+        report = dev_report(dev, dev_logits(model, encoder, dev))
+        score = float(np.mean([r["ndcg_at_3"] for r in report.values()]))
+        history.append({"epoch": epoch, "step": step, "dev": report, "mean_ndcg_at_3": score})
+        tqdm.write(f"dev after epoch {epoch}: {json.dumps(history[-1])}")
+        if score > best_score:
+            best_score = score
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        if step >= total:
+            break
+    bar.close()
+    if best_state is not None:
+        model.load_state_dict(best_state)
 
-    # 3. Selector threshold end to end: the one that ranks dev best, F1-optimal on ties.
-    end_to_end = {}
-    for t in grid[::2]:
-        scores = score_lists(ranker, ranker_enc, encode_lists(ranker_enc, dev, statements(t)))
-        m = ranking_metrics(scores, dev)
-        end_to_end[t] = m["precision_at_1"] + m["ndcg_at_3"]
-    sel_threshold = max(end_to_end, key=lambda t: (end_to_end[t], f1_by_t[t]))
-    selection_dev = precision_recall(selected(sel_threshold), [e.gold for e in dev])
-    print(f"selector threshold end to end: {sel_threshold} {selection_dev}")
-
-    # 4. Calibration and abstention threshold on dev, with the serving path's statements.
-    dev_scores = score_lists(ranker, ranker_enc, encode_lists(ranker_enc, dev, statements(sel_threshold)))
-    logits = np.concatenate(dev_scores)
-    outcomes = np.asarray([int(y >= 1) for e in dev for y in e.labels])
-    maps = {"isotonic": calibrate.fit("isotonic", logits, outcomes)}
-    try:
-        maps["platt"] = calibrate.fit("platt", logits, outcomes)
-    except ValueError as e:
-        # Only an undertrained ranker (a smoke run) gets here; export re-fits on the shipped graphs
-        # and refuses a model whose logits do not order the classes.
-        print(f"WARNING: {e}; the run keeps the identity map")
-        maps["platt"] = Calibrator.identity()
-    calibrator = maps[args.calibration]
-    probs = [calibrator(s) for s in dev_scores]
-    threshold, abstain_acc = metrics.best_abstention_threshold(probs, [e.labels for e in dev])
-    raw_probs = sigmoid(logits)
-    cal_probs = np.concatenate(probs)
+    # Calibration and the abstention threshold on the pooled dev lists of every file.
+    logits = dev_logits(model, encoder, dev)
+    pooled = [(x, z) for name in dev for x, z in zip(dev[name], logits[name], strict=True)]
+    flat = np.concatenate([z for _, z in pooled])
+    outcomes = np.asarray([int(c.appropriate) for x, _ in pooled for c in x.candidates])
+    maps = {"platt": calibrate.fit("platt", flat, outcomes), "isotonic": calibrate.fit("isotonic", flat, outcomes)}
+    probs = [maps["platt"](z) for _, z in pooled]
+    threshold, abstain_acc = metrics.best_abstention_threshold(
+        probs, [[int(c.appropriate) for c in x.candidates] for x, _ in pooled]
+    )
     calibrate.reliability_diagram(
-        {"uncalibrated": (raw_probs, outcomes), f"{args.calibration} (dev fit)": (cal_probs, outcomes)},
+        {
+            "uncalibrated": (sigmoid(flat), outcomes),
+            "platt (dev fit)": (np.concatenate(probs), outcomes),
+        },
         out / "reliability_dev.png",
-        title="Ranker calibration, SUGAR dev split",
+        title="Ranker calibration, pooled dev lists",
     )
-    dev_metrics = {
-        **ranking_metrics(dev_scores, dev),
-        "ece_before": metrics.expected_calibration_error(raw_probs, outcomes),
-        "ece_after": metrics.expected_calibration_error(cal_probs, outcomes),
-        "abstention_accuracy": abstain_acc,
-        "selection": selection_dev,
+    calibrated = {
+        name: evaluate(dev[name], [maps["platt"](z) for z in logits[name]], threshold) for name in dev
     }
-
-    # 5. Save the run.
-    for name, model in (("ranker", ranker), ("selector", sel_model)):
-        model.save_pretrained(out / name)
-        shutil.copy(Path(backbone) / "tokenizer.json", out / name / "tokenizer.json")
+    model.save(out / "ranker", backbone / "tokenizer.json")
     calibration = {
-        "method": args.calibration,
+        "method": "platt",
         "maps": {m: c.to_dict() for m, c in maps.items()},
         "threshold": threshold,
-        "selector": {
-            "calibration": sel_cal.to_dict(),
-            "threshold": sel_threshold,
-            "min_keep": 1,
-            "max_length": args.selector_max_length,
-        },
     }
     (out / "calibration.json").write_text(json.dumps(calibration, indent=2))
+    config = {
+        **vars(args),
+        "data": [{"file": str(s.path), "name": s.name, "weight": s.weight} for s in args.data],
+        "backbone": backbone_label(args.backbone),
+        "encoding": {
+            "kind": "shared-prefix",
+            "max_prefix_tokens": args.max_prefix_tokens,
+            "max_candidate_tokens": args.max_candidate_tokens,
+        },
+    }
+    (out / "config.json").write_text(json.dumps(config, indent=2))
     result = {
-        "dev": dev_metrics,
+        "dev": calibrated,
+        "dev_abstention_accuracy_pooled": abstain_acc,
         "history": history,
-        "selector_f1_by_threshold": f1_by_t,
-        "selector_end_to_end_by_threshold": end_to_end,
+        "steps": step,
         "train_seconds": round(time.time() - started, 1),
-        "examples": {"train": len(train), "dev": len(dev), "test": len(split["test"])},
+        "lists": {n: {"train": len(train[n]), "dev": len(dev[n])} for n in train},
     }
     (out / "metrics.json").write_text(json.dumps(result, indent=2))
-    (out / "config.json").write_text(
-        json.dumps(
-            {**vars(args), "backbone": backbone_label(args.backbone), "augmentation": asdict(aug)}, indent=2
-        )
-    )
-    print(json.dumps({"dev": dev_metrics, "train_seconds": result["train_seconds"]}, indent=2))
+    print(json.dumps({"dev": calibrated, "train_seconds": result["train_seconds"]}, indent=2), flush=True)
     return result
-
-
-def fit_selector(args, backbone: str, encoder: PairEncoder, examples, *, seed: int):
-    """A statement selector trained on ``examples`` with the run's selector settings."""
-    return train_selector(
-        backbone,
-        encoder,
-        encode_selector_data(encoder, examples),
-        epochs=args.selector_epochs,
-        lr=args.selector_lr,
-        batch_size=args.selector_batch,
-        seed=seed,
-    )
-
-
-def crossfit_selections(
-    args, backbone: str, encoder: PairEncoder, train, threshold: float
-) -> dict[int, list[str]]:
-    """Statements an out-of-fold selector keeps for each training example, most relevant first.
-
-    Two selectors, each trained on half of the training split, select for the other half, so the
-    ranker trains on the kind of mistakes the shipped selector makes on unseen requests.
-    """
-    folds = [train[0::2], train[1::2]]
-    selections: dict[int, list[str]] = {}
-    for k, fold in enumerate(folds):
-        other = folds[1 - k]
-        model = fit_selector(args, backbone, encoder, other, seed=args.seed + k + 1)
-        logits = selector_logits(model, encoder, fold, "u+S")
-        cal = fit_relevance_calibration(logits, fold)
-        for e, z in zip(fold, logits, strict=True):
-            kept = choose_statements(cal(z), threshold=threshold, min_keep=1)
-            selections[e.index] = [e.statements[i] for i in kept]
-    quality = precision_recall(
-        [[e.statements.index(s) for s in selections[e.index]] for e in train], [e.gold for e in train]
-    )
-    print(f"cross-fitted selections on train: {quality}")
-    return selections
 
 
 if __name__ == "__main__":
