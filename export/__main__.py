@@ -2,6 +2,9 @@
 
     python -m export --run runs/sugar --out models/sugar-minilm-l6
 
+A shared-prefix run (``python -m training.train``) goes to :mod:`export.shared_prefix`; what
+follows is the pairwise SUGAR run's export (``python -m training.train_sugar``).
+
 Builds under ``--build`` (not committed): fp32 ONNX of ranker and selector, the ORT-optimised
 fp32 graph, an fp16 graph for GPU, dynamic (per-channel) and static int8. Measures parity with
 PyTorch, batch invariance, speed and dev accuracy side by side and writes them to
@@ -92,6 +95,14 @@ def measure_variant(
 
 
 def main(argv: list[str] | None = None) -> dict:
+    peek = argparse.ArgumentParser(add_help=False)
+    peek.add_argument("--run")
+    given = peek.parse_known_args(argv)[0].run
+    config = Path(given or ".") / "config.json"
+    if config.is_file() and json.loads(config.read_text()).get("encoding", {}).get("kind") == "shared-prefix":
+        from export import shared_prefix  # a run of training.train: its own graphs and bundle
+
+        return shared_prefix.main(argv)
     args = parse_args(argv)
     run = Path(args.run)
     build = Path(args.build or Path("build") / run.name)

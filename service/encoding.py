@@ -7,8 +7,10 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Executor
 
+from service.list_encoding import EncodedList
 from service.metrics import Metrics
-from service.tokenization import AnyPairEncoder, EncodedPair, Turn
+from service.model_bundle import AnyEncoder
+from service.tokenization import EncodedPair, Turn
 
 
 class OffLoopEncoder:
@@ -16,7 +18,7 @@ class OffLoopEncoder:
 
     def __init__(
         self,
-        encoder: AnyPairEncoder,
+        encoder: AnyEncoder,
         *,
         executor: Executor,
         metrics: Metrics,
@@ -42,11 +44,11 @@ class OffLoopEncoder:
         statements: Sequence[str],
         candidates: Sequence[str],
         max_candidate_tokens: int | None = None,
-    ) -> list[EncodedPair]:
-        """One pair per candidate, encoded on the executor."""
+    ) -> list[EncodedPair] | list[EncodedList]:
+        """One pair per candidate (or the request's shared-prefix sequences), encoded on the executor."""
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
-        pairs = await loop.run_in_executor(
+        pairs: list[EncodedPair] | list[EncodedList] = await loop.run_in_executor(
             self.executor, self.encoder.encode_request, turns, statements, candidates, max_candidate_tokens
         )
         elapsed = time.perf_counter() - started

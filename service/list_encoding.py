@@ -81,6 +81,10 @@ class ListBatch:
         }
         return {name: arrays[name] for name in input_names}
 
+    def readout(self, output: np.ndarray) -> np.ndarray:
+        """Token logits (sequences, length) as each candidate's mean, sequences in order."""
+        return candidate_logits(np.asarray(output, dtype=np.float32).reshape(self.shape), self.segment_ids)
+
 
 class ListEncoder:
     """Turns (turns, statements, candidates) into shared-prefix sequences under length budgets."""
@@ -164,7 +168,9 @@ class ListEncoder:
             size += len(segment)
         return [self._assemble(prefix, chunk, turns_kept, statements_kept) for chunk in chunks]
 
-    def _prefix(self, turn_ids: list[list[int]], statement_ids: list[list[int]]) -> tuple[list[int], int, int]:
+    def _prefix(
+        self, turn_ids: list[list[int]], statement_ids: list[list[int]]
+    ) -> tuple[list[int], int, int]:
         """``[CLS] turns [SEP] statements [SEP]`` within the prefix budget.
 
         The latest turn is kept (its oldest tokens cut if it alone is over), then statements in
@@ -214,6 +220,16 @@ class ListEncoder:
             input_ids, token_type_ids, position_ids, segment_ids, len(segments), turns_kept, statements_kept
         )
 
+    def synthetic(
+        self, candidates: int = 3, candidate_tokens: int = 16, prefix_tokens: int = 96
+    ) -> EncodedList:
+        """A made-up request of about a situated request's size (the batcher's warm-up call)."""
+        prefix = [self.cls_id, *[1000] * (min(prefix_tokens, self.max_prefix_tokens) - 2), self.sep_id]
+        segments = [
+            [1000] * (min(candidate_tokens, self.max_candidate_tokens) - 1) + [self.sep_id]
+        ] * candidates
+        return self._assemble(prefix, segments, turns_kept=1, statements_kept=0)
+
     def pad(self, sequences: Sequence[EncodedList], *, pad_to: int | None = None) -> ListBatch:
         """Pad sequences to the longest one (or to ``pad_to``) as int64 arrays."""
         return pad_lists(sequences, self.pad_id, pad_to=pad_to)
@@ -239,12 +255,13 @@ def pad_lists(sequences: Sequence[EncodedList], pad_id: int, *, pad_to: int | No
     return ListBatch(input_ids, token_type_ids, position_ids, segment_ids, real_tokens=real)
 
 
-def candidate_logits(token_logits: np.ndarray, batch: ListBatch, sequences: Sequence[EncodedList]) -> np.ndarray:
-    """Each candidate's logit (the mean over its tokens), sequences in order, candidates in order."""
+def candidate_logits(token_logits: np.ndarray, segment_ids: np.ndarray) -> np.ndarray:
+    """Each candidate's logit (the mean of its tokens'), row by row, candidates in order."""
     out = []
-    for row, s in enumerate(sequences):
-        segments = batch.segment_ids[row]
-        sums = np.bincount(np.clip(segments, 0, None), weights=token_logits[row], minlength=s.candidates + 1)
-        counts = np.bincount(np.clip(segments, 0, None), minlength=s.candidates + 1)
-        out.append(sums[1 : s.candidates + 1] / counts[1 : s.candidates + 1])
+    for row in range(segment_ids.shape[0]):
+        segments = np.clip(segment_ids[row], 0, None)
+        count = int(segments.max(initial=0))
+        sums = np.bincount(segments, weights=token_logits[row], minlength=count + 1)
+        sizes = np.bincount(segments, minlength=count + 1)
+        out.append(sums[1:] / sizes[1:])
     return np.concatenate(out).astype(np.float32) if out else np.zeros(0, dtype=np.float32)

@@ -22,7 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from service.calibration import Calibrator
+from service.list_encoding import ListEncoder
 from service.tokenization import AnyPairEncoder, PairEncoder, TemplatePairEncoder
+
+#: A ranker's encoder: pairs (the project's layout or a foreign template) or shared-prefix sequences.
+AnyEncoder = AnyPairEncoder | ListEncoder
 
 METADATA_FILE = "metadata.json"
 
@@ -78,8 +82,17 @@ class ModelBundle:
         """``name@version``, as reported in every response."""
         return f"{self.name}@{self.version}"
 
-    def pair_encoder(self) -> AnyPairEncoder:
-        """The ranker's pair encoder, with the model's length limit."""
+    @property
+    def shared_prefix(self) -> bool:
+        """True for a shared-prefix ranker (:mod:`service.list_encoding`): a sequence per request."""
+        return (self.metadata.get("encoding") or {}).get("kind") == "shared-prefix"
+
+    def pair_encoder(self) -> AnyEncoder:
+        """The ranker's encoder, with the model's length limits."""
+        if self.shared_prefix:
+            budgets = dict(self.metadata["encoding"])
+            budgets.pop("kind")
+            return ListEncoder.from_file(self.tokenizer_path, **{k: int(v) for k, v in budgets.items()})
         return self._encoder(self.ranker.max_length)
 
     def selector_encoder(self) -> AnyPairEncoder | None:

@@ -21,12 +21,12 @@ from service.batching import Batcher, DirectScorer, Scorer
 from service.encoding import OffLoopEncoder
 from service.errors import InvalidInput
 from service.guidelines import Guidelines
+from service.list_encoding import ListEncoder
 from service.metrics import Metrics
-from service.model_bundle import BundleError, ModelBundle, OnnxModelSpec, load_bundle
+from service.model_bundle import AnyEncoder, BundleError, ModelBundle, OnnxModelSpec, load_bundle
 from service.ranking import Ranker
 from service.selection import StatementSelector
 from service.settings import Settings
-from service.tokenization import AnyPairEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -212,12 +212,12 @@ class _ModelStarter:
         )
         return ServedModel(self.name, bundle, ranker, self.backends, self.batchers)
 
-    def _encoder(self, encoder: AnyPairEncoder, role: str, backend: str) -> OffLoopEncoder:
+    def _encoder(self, encoder: AnyEncoder, role: str, backend: str) -> OffLoopEncoder:
         return OffLoopEncoder(
             encoder, executor=self.executor, metrics=self.metrics, backend=backend, model=self.name, role=role
         )
 
-    async def _component(self, spec: OnnxModelSpec, role: str, encoder: AnyPairEncoder) -> Scorer:
+    async def _component(self, spec: OnnxModelSpec, role: str, encoder: AnyEncoder) -> Scorer:
         """The batching path of one graph; ``encoder`` pads its pairs and bounds their length."""
         settings, bundle = self.settings, self.bundle
         backend = self.backend_factory(settings, spec)
@@ -241,6 +241,7 @@ class _ModelStarter:
                 backend=backend, pad=pad, settings=batching, executor=self.executor, metrics=self.metrics,
                 role=role, model=self.name, max_length=encoder.max_length, breaker=settings.breaker,
                 tracer=self.tracer,
+                warm_up_item=encoder.synthetic() if isinstance(encoder, ListEncoder) else None,
             )  # fmt: skip
         await batcher.start(warm_up=isinstance(batcher, Batcher))
         self.batchers.append(batcher)

@@ -48,6 +48,11 @@ class EncodedPair:
     def __len__(self) -> int:
         return len(self.input_ids)
 
+    @property
+    def outputs(self) -> int:
+        """Logits this pair yields: one."""
+        return 1
+
 
 @dataclass(frozen=True, slots=True)
 class Batch:
@@ -72,6 +77,10 @@ class Batch:
             "token_type_ids": self.token_type_ids,
         }
         return {name: arrays[name] for name in input_names}
+
+    def readout(self, output: np.ndarray) -> np.ndarray:
+        """The graph's output as one logit per pair, float32 of shape (pairs,)."""
+        return np.asarray(output, dtype=np.float32).reshape(self.shape[0], -1)[:, 0]
 
 
 def turn_text(turn: Turn) -> str:

@@ -30,9 +30,10 @@ def attention_bias(segment_ids: torch.Tensor, dtype: torch.dtype) -> torch.Tenso
     """Additive mask (sequences, 1, length, length): a token sees the prefix and its own segment."""
     keys = segment_ids[:, None, :]
     queries = segment_ids[:, :, None]
-    allowed = ((keys == PREFIX_SEGMENT) | (keys == queries)) & (keys != PAD_SEGMENT)
-    # A padding query sees nothing real; let it see itself so its softmax stays finite.
-    allowed = allowed | torch.eye(segment_ids.shape[1], dtype=torch.bool, device=segment_ids.device)[None]
+    # A padding query may see anything (its output is never read; its softmax stays finite).
+    allowed = ((keys == PREFIX_SEGMENT) | (keys == queries)) & (
+        (keys != PAD_SEGMENT) | (queries == PAD_SEGMENT)
+    )
     zero = torch.zeros((), dtype=dtype, device=segment_ids.device)
     blocked = torch.tensor(torch.finfo(dtype).min, dtype=dtype, device=segment_ids.device)
     return torch.where(allowed, zero, blocked)[:, None, :, :]

@@ -36,7 +36,14 @@ from tqdm.auto import tqdm
 from service.calibration import sigmoid
 from service.list_encoding import ListEncoder
 from training import calibrate, metrics
-from training.backbone import backbone_dir, backbone_label, device, make_optimizer, optimizer_step, seed_everything
+from training.backbone import (
+    backbone_dir,
+    backbone_label,
+    device,
+    make_optimizer,
+    optimizer_step,
+    seed_everything,
+)
 from training.domain_eval import evaluate, group_split
 from training.ranking_data import DataError, RankingList, read_lists
 from training.shared_prefix import SharedPrefixRanker, candidate_means, score_requests, to_tensors
@@ -83,7 +90,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def load_splits(args: argparse.Namespace) -> tuple[dict[str, list[RankingList]], dict[str, list[RankingList]]]:
+def load_splits(
+    args: argparse.Namespace,
+) -> tuple[dict[str, list[RankingList]], dict[str, list[RankingList]]]:
     """Train and dev lists per file."""
     train, dev = {}, {}
     rng = random.Random(args.seed)
@@ -153,7 +162,10 @@ def loss_of(model, encoder: ListEncoder, batch: list[RankingList], args, rng) ->
 def dev_logits(model, encoder: ListEncoder, dev: dict[str, list[RankingList]]) -> dict[str, list[np.ndarray]]:
     """Candidate logits of every dev list, per file."""
     return {
-        name: [np.asarray(z) for z in score_requests(model, encoder, [encode(encoder, x) for x in lists], device())]
+        name: [
+            np.asarray(z)
+            for z in score_requests(model, encoder, [encode(encoder, x) for x in lists], device())
+        ]
         for name, lists in dev.items()
     }
 
@@ -219,7 +231,10 @@ def main(argv: list[str] | None = None) -> dict:
     pooled = [(x, z) for name in dev for x, z in zip(dev[name], logits[name], strict=True)]
     flat = np.concatenate([z for _, z in pooled])
     outcomes = np.asarray([int(c.appropriate) for x, _ in pooled for c in x.candidates])
-    maps = {"platt": calibrate.fit("platt", flat, outcomes), "isotonic": calibrate.fit("isotonic", flat, outcomes)}
+    maps = {
+        "platt": calibrate.fit("platt", flat, outcomes),
+        "isotonic": calibrate.fit("isotonic", flat, outcomes),
+    }
     probs = [maps["platt"](z) for _, z in pooled]
     threshold, abstain_acc = metrics.best_abstention_threshold(
         probs, [[int(c.appropriate) for c in x.candidates] for x, _ in pooled]

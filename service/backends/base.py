@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 from typing_extensions import TypeIs
 
+from service.list_encoding import ListBatch
 from service.tokenization import Batch
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ class Backend(Protocol):
     def health(self) -> bool:
         """True when the backend answers a tiny inference; blocking."""
 
-    def infer(self, batch: Batch) -> np.ndarray:
+    def infer(self, batch: Batch | ListBatch) -> np.ndarray:
         """One float32 logit per pair of ``batch``, shape (pairs,); blocking.
 
         Raises:
@@ -67,7 +68,7 @@ class RemoteBackend(Protocol):
     async def health(self) -> bool:
         """True when the server and its model report ready."""
 
-    async def infer(self, batch: Batch) -> np.ndarray:
+    async def infer(self, batch: Batch | ListBatch) -> np.ndarray:
         """One float32 logit per pair of ``batch``, shape (pairs,).
 
         Raises:

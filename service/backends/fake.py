@@ -18,6 +18,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from service.errors import BackendError, BackendUnavailable
+from service.list_encoding import ListBatch
 from service.tokenization import Batch
 
 #: Maps one pair's real token ids to a logit.
@@ -67,8 +68,8 @@ class FakeBackend:
         """The ``healthy`` flag (tests flip it)."""
         return self._started and self.healthy
 
-    def infer(self, batch: Batch) -> np.ndarray:
-        """One logit per row from its real tokens, after ``latency_s``."""
+    def infer(self, batch: Batch | ListBatch) -> np.ndarray:
+        """A logit per pair (per shared-prefix candidate) from its real tokens, after ``latency_s``."""
         if not self._started:
             raise BackendUnavailable("fake backend is not started")
         with self._lock:
@@ -79,11 +80,22 @@ class FakeBackend:
             time.sleep(self.latency_s)
         if self.fail_every_n_batches and call % self.fail_every_n_batches == 0:
             raise BackendError(f"fake backend failure on call {call}")
-        pairs = zip(batch.input_ids, batch.attention_mask, strict=True)
-        rows = [ids[mask.astype(bool)].tolist() for ids, mask in pairs]
+        rows = _rows(batch)
         if self.fail_on_ids and any(_contains(row, self.fail_on_ids) for row in rows):
             raise BackendError(f"fake backend failure on call {call}: a poison pair")
         return np.array([self.score_fn(row) for row in rows], dtype=np.float32)
+
+
+def _rows(batch: Batch | ListBatch) -> list[list[int]]:
+    """The real tokens of each pair; of a shared-prefix row, the prefix plus each candidate."""
+    if isinstance(batch, Batch):
+        pairs = zip(batch.input_ids, batch.attention_mask, strict=True)
+        return [ids[mask.astype(bool)].tolist() for ids, mask in pairs]
+    rows = []
+    for ids, segments in zip(batch.input_ids, batch.segment_ids, strict=True):
+        for k in range(1, int(segments.max(initial=0)) + 1):
+            rows.append(ids[(segments == 0) | (segments == k)].tolist())
+    return rows
 
 
 def _contains(row: list[int], needle: list[int]) -> bool:

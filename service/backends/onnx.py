@@ -8,6 +8,7 @@ import numpy as np
 import onnxruntime as ort
 
 from service.errors import BackendError, BackendUnavailable
+from service.list_encoding import ListBatch
 from service.model_bundle import OnnxModelSpec
 from service.tokenization import Batch
 
@@ -57,14 +58,20 @@ class OnnxBackend:
         if self._session is None:
             return False
         ones = np.ones_like(_PROBE_IDS)
-        probe = Batch(_PROBE_IDS, ones, np.zeros_like(_PROBE_IDS), real_tokens=int(ones.sum()))
+        probe: Batch | ListBatch
+        if "segment_ids" in self.spec.input_names:  # a shared-prefix graph: 3 prefix tokens, 1 candidate
+            segments = np.array([[0, 0, 0, 1, 1]], dtype=np.int64)
+            positions = np.array([[0, 1, 2, 3, 4]], dtype=np.int64)
+            probe = ListBatch(_PROBE_IDS, segments.clip(0, 1), positions, segments, real_tokens=5)
+        else:
+            probe = Batch(_PROBE_IDS, ones, np.zeros_like(_PROBE_IDS), real_tokens=int(ones.sum()))
         try:
             return self.infer(probe).shape == (1,)
         except (BackendError, BackendUnavailable):
             return False
 
-    def infer(self, batch: Batch) -> np.ndarray:
-        """Logits for the batch, float32 of shape (pairs,)."""
+    def infer(self, batch: Batch | ListBatch) -> np.ndarray:
+        """Logits for the batch, float32, one per pair (or per candidate of a shared-prefix batch)."""
         session = self._session
         if session is None:
             raise BackendUnavailable("onnx session is not started")
@@ -72,4 +79,4 @@ class OnnxBackend:
             (logits,) = session.run([self.spec.output_name], batch.as_feeds(self.spec.input_names))
         except Exception as e:  # onnxruntime raises its own untyped errors
             raise BackendError(f"onnx runtime failed on a batch of shape {batch.shape}") from e
-        return np.asarray(logits, dtype=np.float32).reshape(batch.shape[0], -1)[:, 0]
+        return batch.readout(logits)

@@ -25,6 +25,7 @@ from tritonclient.grpc.aio import InferenceServerClient
 from tritonclient.utils import InferenceServerException
 
 from service.errors import BackendError, BackendTimeout, BackendUnavailable, Overloaded, RankerError
+from service.list_encoding import ListBatch
 from service.tokenization import Batch
 
 logger = logging.getLogger(__name__)
@@ -116,7 +117,7 @@ class TritonBackend:
             logger.debug("triton probe failed url=%s status=%s", self.url, e.status())
             return False
 
-    async def infer(self, batch: Batch) -> np.ndarray:
+    async def infer(self, batch: Batch | ListBatch) -> np.ndarray:
         """Logits for the batch, float32 of shape (pairs,); see the module for the errors."""
         client = self._client
         if client is None:
@@ -140,6 +141,6 @@ class TritonBackend:
             )
             raise translate_error(e, model=self.model_name, url=self.url, timeout_s=self.timeout_s) from e
         logits = result.as_numpy(self.output_name)
-        if logits is None or logits.size != batch.shape[0]:
+        if logits is None or logits.shape[0] != batch.shape[0]:
             raise BackendError(f"triton model {self.model_name!r} returned no logit per pair")
-        return np.asarray(logits, dtype=np.float32).reshape(-1)
+        return batch.readout(logits)

@@ -42,14 +42,17 @@ from service.batching.breaker import BreakerState, CircuitBreaker
 from service.batching.failures import FailureLog
 from service.batching.queue import PairQueue, WorkItem, drop_reason
 from service.errors import BackendError, BackendTimeout, BackendUnavailable, NotReady, Overloaded, RankerError
+from service.list_encoding import EncodedList, ListBatch
 from service.metrics import Metrics
 from service.settings import BatchingSettings, BreakerSettings
 from service.tokenization import Batch, EncodedPair
 
 logger = logging.getLogger(__name__)
 
-#: Pads pairs into a batch, optionally to a given length (``PairEncoder.pad``).
-PadFn = Callable[..., Batch]
+#: Pads pairs (or shared-prefix sequences) into a batch, optionally to a given length.
+PadFn = Callable[..., Batch | ListBatch]
+#: What the batcher queues: a pair (one logit) or a shared-prefix sequence (a logit per candidate).
+Encoded = EncodedPair | EncodedList
 #: The warm-up pair: about a SUGAR ranking pair's length (capped by the model's), of an ordinary id.
 #: Its speed is only the first estimate: real calls replace it within a few batches.
 WARM_UP_TOKENS = 128
@@ -86,8 +89,10 @@ class Batcher:
         max_length: int | None = None,
         breaker: BreakerSettings | None = None,
         tracer: trace.Tracer | None = None,
+        warm_up_item: Encoded | None = None,
     ) -> None:
         self.backend = backend
+        self.warm_up_item = warm_up_item
         self.pad = pad
         self.settings = settings
         self.executor = executor
@@ -122,10 +127,12 @@ class Batcher:
             self._task = asyncio.create_task(self._run(), name=f"batcher-{self.role}")
 
     async def _warm_up(self) -> None:
-        length = min(self.max_length or WARM_UP_TOKENS, WARM_UP_TOKENS)
-        ids = [WARM_UP_TOKEN_ID] * length
-        pair = EncodedPair(input_ids=ids, token_type_ids=[0] * length, turns_kept=1, statements_kept=0)
-        batch = self.pad([pair])
+        item = self.warm_up_item
+        if item is None:
+            length = min(self.max_length or WARM_UP_TOKENS, WARM_UP_TOKENS)
+            ids = [WARM_UP_TOKEN_ID] * length
+            item = EncodedPair(input_ids=ids, token_type_ids=[0] * length, turns_kept=1, statements_kept=0)
+        batch = self.pad([item])
         loop = asyncio.get_running_loop()
         for _ in range(2):  # the first call is the cold one: only the second is measured
             started = time.perf_counter()
@@ -134,7 +141,7 @@ class Batcher:
             except Exception as e:  # the first real batch will say what is wrong, and count it
                 logger.warning("warm-up call failed model=%s error=%s", self.role, type(e).__name__)
                 return
-        self.rate.observe(pairs=1, seconds=time.perf_counter() - started)
+        self.rate.observe(pairs=item.outputs, seconds=time.perf_counter() - started)
 
     async def close(self) -> None:
         """Stop the worker and fail every waiting pair with NotReady."""
@@ -153,11 +160,11 @@ class Batcher:
         """Backend seconds for ``pairs`` typical pairs (None until the backend has been measured)."""
         return self.rate.seconds_for(pairs)
 
-    async def score(self, pairs: Sequence[EncodedPair], *, deadline: float | None = None) -> np.ndarray:
-        """Logits (float32, one per pair, in order) once their backend calls have run.
+    async def score(self, pairs: Sequence[Encoded], *, deadline: float | None = None) -> np.ndarray:
+        """Logits (float32, one per output, in order) once their backend calls have run.
 
         Args:
-            pairs: the request's encoded pairs.
+            pairs: the request's encoded pairs, or its shared-prefix sequences (a logit per candidate).
             deadline: ``time.perf_counter()`` value by which the request must be answered.
 
         Raises:
@@ -201,7 +208,7 @@ class Batcher:
                     item.future.cancel()
                 raise
             self._trace_queue_wait(items, attributes)
-        return np.asarray(logits, dtype=np.float32)
+        return np.concatenate(logits).astype(np.float32, copy=False)
 
     def _trace_queue_wait(self, items: list[WorkItem], attributes: dict[str, str | int]) -> None:
         """A span from the request's pairs entering the queue to its first backend call."""
@@ -355,28 +362,30 @@ class Batcher:
             return
         span.end()
         outcome.succeeded += len(live)
-        for item, logit in zip(live, logits, strict=True):
+        ends = np.cumsum([item.pair.outputs for item in live])
+        for item, item_logits in zip(live, np.split(logits, ends[:-1]), strict=True):
             if not item.future.done():
-                item.future.set_result(float(logit))
+                item.future.set_result(item_logits)
 
-    def _infer(self, pairs: list[EncodedPair]) -> np.ndarray:
+    def _infer(self, pairs: list[Encoded]) -> np.ndarray:
         """Pad and run one backend call; executor thread. Returns logits in the order of ``pairs``."""
         started = time.perf_counter()
         batch = self.pad(pairs, pad_to=self._pad_length(pairs))
         out = np.asarray(self.backend.infer(batch), dtype=np.float32).reshape(-1)
-        if out.shape[0] != len(pairs):
-            raise BackendError(f"{self.role} backend returned {out.shape[0]} logits for {len(pairs)} pairs")
+        outputs = sum(pair.outputs for pair in pairs)
+        if out.shape[0] != outputs:
+            raise BackendError(f"{self.role} backend returned {out.shape[0]} logits for {outputs} outputs")
         elapsed = time.perf_counter() - started
         padded_tokens = batch.shape[0] * batch.shape[1]
-        self.rate.observe(pairs=len(pairs), seconds=elapsed)
+        self.rate.observe(pairs=outputs, seconds=elapsed)
         m = self.metrics
         m.inference_duration.labels(self.backend.name, self.model, self.role).observe(elapsed)
-        m.computed_pairs.labels(self.model, self.role).inc(len(pairs))
+        m.computed_pairs.labels(self.model, self.role).inc(outputs)
         m.batch_tokens.labels(self.model, self.role).observe(padded_tokens)
         m.padding_ratio.labels(self.model, self.role).observe(1.0 - batch.real_tokens / max(padded_tokens, 1))
         return out
 
-    def _pad_length(self, pairs: list[EncodedPair]) -> int | None:
+    def _pad_length(self, pairs: list[Encoded]) -> int | None:
         multiple = self.settings.pad_to_multiple
         if multiple <= 1:
             return None

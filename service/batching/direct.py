@@ -24,10 +24,9 @@ from opentelemetry import trace
 
 from service import tracing
 from service.backends.base import RemoteBackend
-from service.batching.batcher import PadFn
+from service.batching.batcher import Encoded, PadFn
 from service.errors import BackendError, BackendTimeout, NotReady, Overloaded, RankerError
 from service.metrics import Metrics
-from service.tokenization import EncodedPair
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +77,7 @@ class DirectScorer:
         """Always: the remote server's readiness is probed by the backend's ``health``."""
         return True
 
-    async def score(self, pairs: Sequence[EncodedPair], *, deadline: float | None = None) -> np.ndarray:
+    async def score(self, pairs: Sequence[Encoded], *, deadline: float | None = None) -> np.ndarray:
         """Logits (float32, one per pair, in order).
 
         Raises:
@@ -105,12 +104,15 @@ class DirectScorer:
         finally:
             self.in_flight -= len(pairs)
             self.metrics.queue_pairs.labels(self.model, self.role).set(self.in_flight)
-        logits = np.empty(len(pairs), dtype=np.float32)
+        # A shared-prefix sequence yields a logit per candidate: split each call's output by item.
+        per_item: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * len(pairs)
         for (chunk, _), out in zip(calls, results, strict=True):
-            logits[chunk] = out
-        return logits
+            ends = np.cumsum([pairs[i].outputs for i in chunk])
+            for index, part in zip(chunk, np.split(out, ends[:-1]), strict=True):
+                per_item[index] = part
+        return np.concatenate(per_item).astype(np.float32, copy=False)
 
-    def _calls(self, pairs: Sequence[EncodedPair]) -> list[tuple[list[int], int]]:
+    def _calls(self, pairs: Sequence[Encoded]) -> list[tuple[list[int], int]]:
         """(pair indices, padded length) of each backend call."""
         buckets = self.backend.length_buckets
         groups: dict[int, list[int]] = {}
@@ -126,7 +128,7 @@ class DirectScorer:
             for start in range(0, len(indices), step)
         ]
 
-    async def _call(self, pairs: Sequence[EncodedPair], chunk: list[int], length: int) -> np.ndarray:
+    async def _call(self, pairs: Sequence[Encoded], chunk: list[int], length: int) -> np.ndarray:
         # Padding a request's pairs is a few small numpy fills: cheaper here than a thread hop.
         batch = self.pad([pairs[i] for i in chunk], pad_to=length)
         started = time.perf_counter()
@@ -140,9 +142,10 @@ class DirectScorer:
         try:
             with self.tracer.start_as_current_span("backend call", attributes=attributes):
                 out = np.asarray(await self.backend.infer(batch), dtype=np.float32).reshape(-1)
-            if out.shape[0] != len(chunk):
+            outputs = sum(pairs[i].outputs for i in chunk)
+            if out.shape[0] != outputs:
                 raise BackendError(
-                    f"{self.role} backend returned {out.shape[0]} logits for {len(chunk)} pairs"
+                    f"{self.role} backend returned {out.shape[0]} logits for {outputs} outputs"
                 )
         except Exception as e:
             expected = isinstance(e, RankerError)

@@ -15,9 +15,11 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 from opentelemetry.trace import SpanContext
 
 from service.errors import BackendTimeout, Overloaded
+from service.list_encoding import EncodedList
 from service.tokenization import EncodedPair
 
 #: Why a pair was dropped unscored: its request was cancelled, or its deadline passed.
@@ -27,10 +29,10 @@ EXPIRED = "expired"
 
 @dataclass(eq=False, slots=True)
 class WorkItem:
-    """One pair, the future its logit goes to, and its request's deadline (perf_counter)."""
+    """One pair (or shared-prefix sequence), the future its logits go to, and its request's deadline."""
 
-    pair: EncodedPair
-    future: asyncio.Future[float]
+    pair: EncodedPair | EncodedList
+    future: asyncio.Future[np.ndarray]
     enqueued_at: float = field(default_factory=time.perf_counter)
     deadline: float | None = None
     #: The request's span (a backend call links to it) and wall-clock times for the queue-wait span.

