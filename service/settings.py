@@ -45,6 +45,14 @@ class BatchingSettings(BaseModel):
         "metadata asks, else one call). 1 makes a dynamically quantised model's scores independent of "
         "batch composition.",
     )
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Backend calls each batcher runs at once. With the ONNX backend each call gets the "
+        "container's CPUs divided by this many threads (onnx.intra_op_threads 0): 1 worker x all CPUs "
+        "gives a lone request the lowest latency; more workers overlap calls under load.",
+    )
     pad_to_multiple: int = Field(
         1, ge=1, le=512, description="Pad each backend call to a multiple of this length (a length bucket)."
     )
@@ -127,7 +135,11 @@ class LimitsSettings(BaseModel):
 class OnnxSettings(BaseModel):
     """The embedded ONNX Runtime backend."""
 
-    intra_op_threads: int = Field(0, ge=0, description="Threads per inference call (0: ONNX Runtime picks).")
+    intra_op_threads: int = Field(
+        0,
+        ge=0,
+        description="Threads per inference call (0: the container's CPU quota divided by batching.workers).",
+    )
     inter_op_threads: int = Field(1, ge=0, description="Threads across graph nodes (0: ONNX Runtime picks).")
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 from typing_extensions import TypeIs
 
+from service.cpu import intra_op_threads
 from service.list_encoding import ListBatch
 from service.tokenization import Batch
 
@@ -94,7 +95,7 @@ def build_backend(settings: Settings, spec: OnnxModelSpec) -> AnyBackend:
 
         return OnnxBackend(
             spec,
-            intra_op_threads=settings.onnx.intra_op_threads,
+            intra_op_threads=settings.onnx.intra_op_threads or intra_op_threads(settings.batching.workers),
             inter_op_threads=settings.onnx.inter_op_threads,
         )
     if settings.backend == "fake":

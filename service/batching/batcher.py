@@ -110,10 +110,10 @@ class Batcher:
         self.failures = FailureLog(
             logger, model=model, role=role, traceback_interval_s=health.traceback_interval_s
         )
-        # A batch is being run (with the queue, what "busy" means before the speed is measured).
-        self._running = False
+        # Batches being run (with the queue, what "busy" means before the speed is measured).
+        self._running = 0
         self.tracer = tracer or trace.NoOpTracer()
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self, *, warm_up: bool = False) -> None:
         """Start the worker task; with ``warm_up``, first measure the backend on a synthetic pair.
@@ -123,8 +123,12 @@ class Batcher:
         """
         if warm_up:
             await self._warm_up()
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"batcher-{self.role}")
+        if not self._tasks:
+            # Each worker takes the next batch when its call returns: ``workers`` calls at once.
+            self._tasks = [
+                asyncio.create_task(self._run(), name=f"batcher-{self.role}-{n}")
+                for n in range(self.settings.workers)
+            ]
 
     async def _warm_up(self) -> None:
         item = self.warm_up_item
@@ -145,11 +149,11 @@ class Batcher:
 
     async def close(self) -> None:
         """Stop the worker and fail every waiting pair with NotReady."""
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task
+        self._tasks = []
         self.queue.fail_all(NotReady("service is shutting down"))
 
     def available(self) -> bool:
@@ -174,12 +178,12 @@ class Batcher:
             BackendTimeout: the deadline passed while the pairs waited.
             BackendError: one of the pairs failed in the backend, even alone.
         """
-        if self._task is None or self._task.done():
+        if not self._tasks or any(task.done() for task in self._tasks):
             raise NotReady(f"{self.role} batcher is not running")
         if not pairs:
             return np.zeros(0, dtype=np.float32)
         self.breaker.check()
-        busy = len(self.queue) > 0 or self._running
+        busy = len(self.queue) > 0 or self._running > 0
         if (
             self.rate.seconds_per_pair is None
             and busy
@@ -278,13 +282,13 @@ class Batcher:
         items = sorted(items, key=lambda item: len(item.pair))
         step = self.settings.sub_batch_pairs or len(items)
         chunks = [items[start : start + step] for start in range(0, len(items), step)]
-        self._running = True
+        self._running += 1
         outcome = _Outcome()
         try:
             for chunk in chunks:
                 await self._run_isolated(chunk, outcome)
         finally:
-            self._running = False
+            self._running -= 1
         if outcome.succeeded or outcome.failed:
             self.breaker.record(failed=outcome.succeeded == 0)
             self.metrics.breaker_open.labels(self.model, self.role).set(int(not self.available()))

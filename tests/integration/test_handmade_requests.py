@@ -1,0 +1,222 @@
+"""Requests a new user would try, each with the reply any person would pick, on the shipped model.
+
+Written by hand (not from any dataset): situated requests, open chat turns from a socialbot's
+generators, and customer-service turns with an intent. Each case asserts that the person's pick
+ranks first through ``POST /rank`` on the real model (ONNX Runtime, in process). The suite
+reports every miss at once, so a model change shows how many of these it gets right.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import serve_in_process
+
+from service.app import create_app
+from service.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+
+def _case(name, context, candidates, pick, situations=(), intent=None):
+    body = {"context": context, "candidates": candidates}
+    if situations:
+        body["situations"] = list(situations)
+    if intent:
+        body["intent"] = intent
+    return pytest.param(body, pick, id=name)
+
+
+def _turns(*texts, first="user"):
+    other = {"user": "bot", "bot": "user"}
+    speakers = [first]
+    for _ in texts[1:]:
+        speakers.append(other[speakers[-1]])
+    return [{"speaker": s, "text": t} for s, t in zip(speakers, texts, strict=True)]
+
+
+CASES = [
+    _case(
+        "hot-room",
+        "It is so hot in here, can you help?",
+        ["Shall I open the window for you?", "Pizza is great.", "I do not know."],
+        0,
+        situations=["The window is closed.", "There is a fan in the closet.", "The user likes pizza."],
+    ),
+    _case(
+        "coffee-machine-broken",
+        "Could you make me a coffee?",
+        [
+            "Sure, brewing your coffee in the machine now.",
+            "The coffee machine is broken, shall I make you a tea instead?",
+            "Coffee was first drunk in Yemen.",
+        ],
+        1,
+        situations=["The coffee machine is broken.", "There is tea in the cupboard.", "It is morning."],
+    ),
+    _case(
+        "baby-asleep",
+        "Can you play some music?",
+        [
+            "Playing heavy metal at full volume!",
+            "Sure, here is some quiet piano music at a low volume so the baby can keep sleeping.",
+            "Music is a form of art.",
+        ],
+        1,
+        situations=["The baby is asleep in the next room.", "It is evening."],
+    ),
+    _case(
+        "rain-umbrella",
+        "I am heading out to the store now.",
+        [
+            "Have fun!",
+            "It is raining outside, don't forget to take your umbrella.",
+            "Stores sell many things.",
+        ],
+        1,
+        situations=["It is raining outside.", "The umbrella is by the door.", "The user has a car."],
+    ),
+    _case(
+        "late-for-meeting",
+        "Remind me, when is my meeting?",
+        [
+            "Your meeting with the team starts at 10 am, in twenty minutes.",
+            "I love meetings.",
+            "What is a meeting?",
+        ],
+        0,
+        situations=["The user has a team meeting at 10 am.", "It is 9:40 am now."],
+    ),
+    _case(
+        "open-chat-trip",
+        _turns("Hi! How was your weekend?", "Great, I just got back from a trip to Paris!", first="bot"),
+        [
+            "Oh nice, how was Paris? Did you get to see the Eiffel Tower?",
+            "Hi! How was your weekend?",
+            "I like turtles.",
+        ],
+        0,
+    ),
+    _case(
+        "open-chat-dog",
+        _turns("Do you have any pets?", "Yes, I have a golden retriever named Max.", first="bot"),
+        [
+            "The stock market fell by two percent today.",
+            "Max is a lovely name! How old is he?",
+            "Do you have any pets?",
+        ],
+        1,
+    ),
+    _case(
+        "open-chat-movie",
+        _turns("Have you seen any good movies lately?"),
+        [
+            "Yes, I recently watched a great science fiction film about space travel. Have you?",
+            "Have you seen any good movies lately?",
+            "My favourite vegetable is broccoli.",
+        ],
+        0,
+    ),
+    _case(
+        "open-chat-sad",
+        _turns("I failed my driving test today."),
+        [
+            "Congratulations!",
+            "Oh no, I am sorry to hear that. Many people pass on their second try, you will get it.",
+            "Driving tests are taken at the DMV.",
+        ],
+        1,
+    ),
+    _case(
+        "knowledge-snippet",
+        _turns("Do you know anything about the Beatles?"),
+        [
+            "Yes! They were an English rock band from Liverpool, formed in 1960.",
+            "I do not like cooking.",
+            "Do you know anything about the Beatles?",
+        ],
+        0,
+        situations=["The Beatles were an English rock band formed in Liverpool in 1960."],
+    ),
+    _case(
+        "service-password",
+        [
+            {"speaker": "customer", "text": "I forgot my password and I cannot log in."},
+            {"speaker": "agent", "text": "I can help. May I have your full name or account ID?"},
+            {"speaker": "customer", "text": "Sure, it is Chloe Zhang."},
+        ],
+        [
+            {"id": "refund", "text": "I will issue a refund for your order.", "action": "issue-refund"},
+            {"id": "pull", "text": "Thanks Chloe, pulling up your account now.", "action": "look-up-account"},
+            {"id": "weather", "text": "The weather is nice today."},
+        ],
+        "pull",
+        intent="reset_login",
+    ),
+    _case(
+        "service-shipping",
+        [
+            {"speaker": "customer", "text": "My order has not arrived, it was due last week."},
+        ],
+        [
+            "I am sorry about the delay. Could you give me your order number so I can check its status?",
+            "Our store opens at 9 am.",
+            "Great, enjoy your purchase!",
+        ],
+        0,
+    ),
+    _case(
+        "service-thanks",
+        [
+            {"speaker": "customer", "text": "Can I change the shipping address on my order?"},
+            {"speaker": "agent", "text": "Done, the address is updated to 12 Oak Street."},
+            {"speaker": "customer", "text": "Thank you so much!"},
+        ],
+        [
+            "Can I change the shipping address on my order?",
+            "You are welcome! Is there anything else I can help you with?",
+            "Please provide your password.",
+        ],
+        1,
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def results(model_dir: Path) -> dict:
+    """Every case's response, from one in-process service on the shipped model."""
+    import asyncio
+
+    async def run() -> dict:
+        settings = Settings(model=model_dir)  # the packaged ABCD guidelines
+        out = {}
+        async with serve_in_process(create_app(settings)) as client:
+            for param in CASES:
+                (body, _pick), name = param.values, param.id
+                response = await client.post("/rank", json=body)
+                assert response.status_code == 200, (name, response.text)
+                out[name] = response.json()
+        return out
+
+    return asyncio.run(run())
+
+
+def _picked_id(body: dict, pick) -> str:
+    if isinstance(pick, str):
+        return pick
+    candidate = body["candidates"][pick]
+    return candidate["id"] if isinstance(candidate, dict) else str(pick)
+
+
+@pytest.mark.parametrize(("body", "pick"), CASES)
+def test_the_person_s_pick_ranks_first(results, body, pick, request):
+    name = request.node.callspec.id
+    answer = results[name]
+    top = answer["ranking"][0]
+    assert top["id"] == _picked_id(body, pick), (name, answer["ranking"])
+
+
+def test_the_hot_room_request_does_not_abstain(results):
+    """The window is a good answer: the service must not abstain on it."""
+    assert results["hot-room"]["abstain"] is False, results["hot-room"]

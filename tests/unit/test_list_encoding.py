@@ -1,0 +1,88 @@
+"""Shared-prefix encoding: layout, budgets, deterministic chunks, the readout, CPU sizing."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import write_tiny_tokenizer
+
+from service.cpu import available_cpus, intra_op_threads
+from service.list_encoding import PAD_SEGMENT, ListEncoder, candidate_logits
+from service.tokenization import Turn
+
+
+@pytest.fixture
+def encoder(tmp_path: Path) -> ListEncoder:
+    return ListEncoder.from_file(
+        write_tiny_tokenizer(tmp_path / "tok.json"),
+        max_prefix_tokens=16,
+        max_candidate_tokens=6,
+        max_chunk_tokens=30,
+        max_chunk_candidates=3,
+    )
+
+
+TURNS = [Turn("user", "hi"), Turn("bot", "hello"), Turn("user", "could you make some coffee")]
+
+
+def test_prefix_once_then_each_candidate_restarts_its_positions(encoder):
+    (seq,) = encoder.encode_request(TURNS, ["the machine is sorry"], ["sure", "no thanks"])
+    prefix = seq.segment_ids.count(0)
+    assert seq.candidates == 2
+    assert seq.input_ids[0] == encoder.cls_id and seq.input_ids[prefix - 1] == encoder.sep_id
+    assert seq.position_ids[:prefix] == list(range(prefix))
+    for k in (1, 2):
+        where = [i for i, s in enumerate(seq.segment_ids) if s == k]
+        assert [seq.position_ids[i] for i in where] == list(range(prefix, prefix + len(where)))
+        assert all(seq.token_type_ids[i] == 1 for i in where)
+        assert seq.input_ids[where[-1]] == encoder.sep_id
+
+
+def test_prefix_budget_keeps_latest_turn_then_statements_then_older_turns(encoder):
+    (seq,) = encoder.encode_request(TURNS, ["the machine is sorry", "tea is now"], ["sure"])
+    assert seq.segment_ids.count(0) <= 16
+    assert seq.turns_kept == 1  # the latest turn (7 tokens) and a statement fill the prefix
+    assert seq.statements_kept == 1
+
+
+def test_long_candidates_are_cut_and_lists_split_deterministically(encoder):
+    candidates = ["sure " * 10, "no", "yes", "tea", "coffee"]
+    first = encoder.encode_request(TURNS, [], candidates)
+    again = encoder.encode_request(TURNS, [], candidates)
+    assert first == again
+    assert [s.candidates for s in first] == [3, 2]  # at most 3 candidates a sequence
+    longest = max(first[0].segment_ids.count(k) for k in (1, 2, 3))
+    assert longest == 6  # max_candidate_tokens, [SEP] included
+    cut = encoder.encode_request(TURNS, [], candidates, max_candidate_tokens=2)
+    assert max(cut[0].segment_ids.count(k) for k in (1, 2, 3)) == 3
+
+
+def test_readout_is_each_candidates_mean_token_logit(encoder):
+    seqs = encoder.encode_request(TURNS, [], ["sure", "no thanks", "yes"]) + encoder.encode_request(
+        TURNS[:1], [], ["tea"]
+    )
+    batch = encoder.pad(seqs)
+    assert (batch.segment_ids[1, len(seqs[1]) :] == PAD_SEGMENT).all()
+    rng = np.random.default_rng(0)
+    token_logits = rng.normal(size=batch.shape).astype(np.float32)
+    got = batch.readout(token_logits)
+    expected = [
+        token_logits[row][batch.segment_ids[row] == k].mean()
+        for row, s in enumerate(seqs)
+        for k in range(1, s.candidates + 1)
+    ]
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    assert candidate_logits(token_logits, batch.segment_ids).shape == (4,)
+
+
+def test_cpu_quota_bounds_the_threads(tmp_path):
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    assert available_cpus(tmp_path) == min(2, available_cpus(tmp_path / "absent"))
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert available_cpus(tmp_path) == available_cpus(tmp_path / "absent")
+    v1 = tmp_path / "v1"
+    (v1 / "cpu").mkdir(parents=True)
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("100000")
+    (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000")
+    assert available_cpus(v1) == 1
+    assert intra_op_threads(4, v1) == 1
