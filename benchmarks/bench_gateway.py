@@ -243,9 +243,7 @@ def bench_triton(
     return columns
 
 
-async def load(
-    url: str, requests: list[dict[str, Any]], clients: int
-) -> tuple[float, list[float], int]:
+async def load(url: str, requests: list[dict[str, Any]], clients: int) -> tuple[float, list[float], int]:
     """Pairs/s, per-request latencies (s) and failed requests with ``clients`` concurrent clients.
 
     A failed request (429 from a full queue, 504...) is counted and reported, not scored.

@@ -14,8 +14,12 @@ machine's description:
 4. the FP32 limit: matrix-product FLOPs per pair at the measured mean length against the peak
    FP32 FLOP/s of the cores used (see ``compute_limit.py``).
 
-Inputs: the SUGAR test split (all 12 statements, selection off, 3 candidates per request) when
+Inputs: the SUGAR test split (all 12 statements, 3 candidates per request) when
 ``../shared/data/sugar/sugar.jsonl`` exists, else the built-in sample set of ``bench_gateway.py``.
+For a shared-prefix model (one sequence per request) the CrossEncoder reads the same requests as
+pairs, laid out by the pair encoder; without an fp32 pair checkpoint it is the packaged
+MiniLM-L6 with a fresh one-logit head (same shape and speed; its logits are not compared). The
+report ends with the service's ratios to the raw session and to the CrossEncoder.
 
     .venv/bin/python benchmarks/report.py                 # a few minutes on 2 cores
     .venv/bin/python benchmarks/report.py --quick         # about a minute, smoke only
@@ -61,7 +65,7 @@ from compute_limit import (  # noqa: E402
 from report_output import Point, Section, markdown_table, write_report  # noqa: E402
 
 from service.model_bundle import ModelBundle, load_bundle  # noqa: E402
-from service.tokenization import DEFAULT_SPEAKER, EncodedPair, Turn, turn_text  # noqa: E402
+from service.tokenization import DEFAULT_SPEAKER, EncodedPair, PairEncoder, Turn, turn_text  # noqa: E402
 
 # Where `make model` leaves the shipped model's run and its export build (RUN ?= runs/sugar).
 DEFAULT_CHECKPOINT = REPO_ROOT / "runs" / "sugar" / "ranker"
@@ -71,7 +75,7 @@ BUILTIN_REQUESTS = 200
 QUICK_REQUESTS = 24
 CROSS_ENCODER = "CrossEncoder fp32 (PyTorch)"
 ORT_FP32 = "raw ORT, fp32 graph"
-ORT_INT8 = "raw ORT, shipped int8"
+ORT_INT8 = "raw ORT, shipped graph"
 SERVICE = "service, embedded (HTTP)"
 TRITON = "service -> Triton (HTTP, gRPC)"
 VERSIONED = ("onnxruntime", "torch", "sentence-transformers", "transformers", "numpy")
@@ -90,18 +94,26 @@ class Workload:
     """The requests as the service receives them, and their pairs as the service encodes them."""
 
     requests: list[dict[str, Any]]
-    encoded: list[list[EncodedPair]]
+    #: As the shipped model reads them: pairs, or a shared-prefix model's sequences.
+    encoded: list[list[Any]]
+    #: As a per-pair cross-encoder reads them (the CrossEncoder row).
+    pairs_encoded: list[list[EncodedPair]]
     source: str
 
     @property
     def pairs(self) -> int:
-        """Pairs over all requests."""
-        return sum(len(r) for r in self.encoded)
+        """(Request, candidate) pairs over all requests."""
+        return sum(len(r) for r in self.pairs_encoded)
 
     @property
     def mean_tokens(self) -> float:
         """Mean real (unpadded) tokens per pair."""
-        return sum(len(p) for r in self.encoded for p in r) / self.pairs
+        return sum(len(p) for r in self.pairs_encoded for p in r) / self.pairs
+
+    @property
+    def shipped_tokens_per_candidate(self) -> float:
+        """Mean tokens the shipped model computes per candidate."""
+        return sum(len(s) for r in self.encoded for s in r) / self.pairs
 
 
 def load_workload(bundle: ModelBundle, limit: int | None) -> Workload:
@@ -111,7 +123,12 @@ def load_workload(bundle: ModelBundle, limit: int | None) -> Workload:
 
         examples = load_sugar(SUGAR)
         seed = bundle.metadata.get("training_data", {}).get("split_seed")
-        if seed is None:
+        if bundle.shared_prefix:
+            from training.domain_eval import group_split
+
+            examples = [e for e in examples if group_split(f"sugar-{e.index}") == "test"]
+            source = "SUGAR test part of the group split"
+        elif seed is None:
             source = f"SUGAR {SUGAR.name}, every example (the model records no split seed)"
         else:
             examples = select(examples, split_indices(examples, seed=int(seed))["test"])
@@ -121,16 +138,29 @@ def load_workload(bundle: ModelBundle, limit: int | None) -> Workload:
                 "context": e.request,
                 "situations": list(e.statements),
                 "candidates": list(e.candidates),
-                "select_statements": False,
             }
             for e in examples
         ]
-        source += ": one request per example, all 12 statements, selection off"
+        source += ": one request per example, all 12 statements, default settings"
     else:
         requests = make_requests(limit or BUILTIN_REQUESTS)
         source = f"built-in sample set ({SUGAR} is absent): 12 statements, 3 to 10 candidates"
     requests = requests[:limit] if limit else requests
-    return Workload(requests, encode_all(bundle, requests), source)
+    encoder = pair_encoder(bundle)
+    pairs = [
+        encoder.encode_request([Turn("user", r["context"])], r["situations"], r["candidates"])
+        for r in requests
+    ]
+    return Workload(requests, encode_all(bundle, requests), pairs, source)
+
+
+def pair_encoder(bundle: ModelBundle) -> Any:
+    """How a per-pair cross-encoder of the model's shape reads a request (256 tokens a pair)."""
+    return (
+        PairEncoder.from_file(bundle.tokenizer_path, max_length=256)
+        if bundle.shared_prefix
+        else bundle.pair_encoder()
+    )
 
 
 def pair_texts(request: dict[str, Any], pairs: Sequence[EncodedPair], *, sep_token: str) -> list[list[str]]:
@@ -185,14 +215,16 @@ def bench_onnx(
     points, logits = [], None
     for level in concurrency:
         calls: list[Call] = []
+        batches = []
         for group in in_groups(work.encoded, level):
             pairs = [p for request in group for p in request]
-            feeds = encoder.pad(pairs).as_feeds(names)
-            calls.append((partial(session.run, [output], feeds), len(group), len(pairs)))
+            batches.append(encoder.pad(pairs))
+            feeds = batches[-1].as_feeds(names)
+            calls.append((partial(session.run, [output], feeds), len(group), sum(p.outputs for p in pairs)))
         rate, latencies, outputs = measure_calls(calls)
         points.append(Point(system, level, rate, tuple(latencies)))
         if logits is None:
-            logits = np.concatenate([o[0].reshape(-1) for o in outputs])
+            logits = np.concatenate([b.readout(o[0]) for b, o in zip(batches, outputs, strict=True)])
         print(f"  {system}, {level}: {rate:.1f} pairs/s", flush=True)
     assert logits is not None
     return points, logits
@@ -222,7 +254,11 @@ def bench_cross_encoder(
         Unavailable: no checkpoint, or torch / sentence-transformers are not installed.
     """
     if not (checkpoint / "config.json").is_file():
-        raise Unavailable(f"no fp32 checkpoint at {checkpoint} (python -m training.train makes one)")
+        if not bundle.shared_prefix:
+            raise Unavailable(
+                f"no fp32 checkpoint at {checkpoint} (python -m training.train_sugar makes one)"
+            )
+        checkpoint = fresh_cross_encoder(REPO_ROOT / "build" / "cross-encoder-fresh-head")
     # A local checkpoint: loading it must not wait on the Hub (benchmark hosts are often offline).
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
@@ -233,13 +269,17 @@ def bench_cross_encoder(
     torch.set_num_threads(threads)  # the same compute threads as ONNX Runtime's intra-op pool
     # Identity: predict's logits, not the sigmoid it applies by default to one-label models.
     model = CrossEncoder(
-        str(checkpoint), device="cpu", max_length=bundle.ranker.max_length, activation_fn=torch.nn.Identity()
+        str(checkpoint),
+        device="cpu",
+        max_length=pair_encoder(bundle).max_length,
+        activation_fn=torch.nn.Identity(),
     )
-    encoder = bundle.pair_encoder()
+    encoder = pair_encoder(bundle)
     sep = encoder.tokenizer.id_to_token(encoder.sep_id)
     assert sep is not None, "the tokenizer has no [SEP] token"
-    texts = [pair_texts(r, e, sep_token=sep) for r, e in zip(work.requests, work.encoded, strict=True)]
-    mismatched = token_mismatches(model, [t for r in texts for t in r], [p for r in work.encoded for p in r])
+    texts = [pair_texts(r, e, sep_token=sep) for r, e in zip(work.requests, work.pairs_encoded, strict=True)]
+    flat_pairs = [p for r in work.pairs_encoded for p in r]
+    mismatched = token_mismatches(model, [t for r in texts for t in r], flat_pairs)
     points, logits = [], None
     for level in concurrency:
         calls: list[Call] = []
@@ -256,6 +296,19 @@ def bench_cross_encoder(
     gc.collect()
     assert logits is not None
     return points, logits, mismatched
+
+
+def fresh_cross_encoder(path: Path) -> Path:
+    """The packaged MiniLM-L6 with a fresh one-logit head: a CrossEncoder of the shipped model's shape."""
+    if not (path / "config.json").is_file():
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        from training.backbone import backbone_dir
+
+        model = AutoModelForSequenceClassification.from_pretrained(str(backbone_dir()), num_labels=1)
+        model.save_pretrained(str(path))
+        AutoTokenizer.from_pretrained(str(backbone_dir())).save_pretrained(str(path))
+    return path
 
 
 def bench_fp32(
@@ -283,7 +336,7 @@ def bench_fp32(
     session = make_session(args.fp32_onnx, args.threads)
     fp32_points, fp32_logits = bench_onnx(session, bundle, work, args.concurrency, ORT_FP32)
     points += fp32_points
-    if ce_logits is not None:
+    if ce_logits is not None and not bundle.shared_prefix:
         delta = float(np.max(np.abs(ce_logits - fp32_logits)))
         notes.append(f"CrossEncoder vs fp32 ONNX graph: max |Δ logit| = {delta:.2e} over {work.pairs} pairs.")
     return points, notes
@@ -309,6 +362,37 @@ def bench_services(args: argparse.Namespace, work: Workload) -> tuple[list[Point
         for rows in bench_triton(args.model, args.threads, work.requests, args.concurrency).values():
             points += service_points(TRITON, rows)
     return points, notes
+
+
+def ratio_lines(points: Sequence[Point], work: Workload, clients: int = 16) -> list[str]:
+    """The service against the raw shipped session and the CrossEncoder, measured in this run."""
+    by = {(p.system, p.concurrency): p for p in points}
+    service = by.get((SERVICE, clients))
+    lines = [
+        f"- Tokens computed per candidate: {work.shipped_tokens_per_candidate:.1f} by the shipped model, "
+        f"{work.mean_tokens:.1f} by a per-pair cross-encoder."
+    ]
+    if service is None:
+        return lines
+    raw = [p for p in points if p.system == ORT_INT8]
+    if raw:
+        best = max(raw, key=lambda p: p.pairs_per_s)
+        lines.append(
+            f"- Service at {clients} clients: {service.pairs_per_s:.1f} pairs/s = "
+            f"**{service.pairs_per_s / best.pairs_per_s:.2f}x** the raw shipped session at its best "
+            f"({best.pairs_per_s:.1f} pairs/s at concurrency {best.concurrency})."
+        )
+    ce = by.get((CROSS_ENCODER, clients))
+    if ce is not None:
+        lines.append(
+            f"- Service at {clients} clients = **{service.pairs_per_s / ce.pairs_per_s:.2f}x** the "
+            f"CrossEncoder at {clients} requests a call ({ce.pairs_per_s:.1f} pairs/s)."
+        )
+    lone, raw_lone = by.get((SERVICE, 1)), by.get((ORT_INT8, 1))
+    if lone is not None and raw_lone is not None:
+        a, b = lone.latency_ms(50), raw_lone.latency_ms(50)
+        lines.append(f"- A lone request's p50: service {a:.1f} ms, raw session {b:.1f} ms ({a - b:+.1f} ms).")
+    return lines
 
 
 def model_dims(args: argparse.Namespace, bundle: ModelBundle) -> ModelDims:
@@ -375,10 +459,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     points += service
     notes += service_notes
 
+    ratios = ratio_lines(points, work)
+    print("\n".join(ratios))
     cpu, dims = read_cpu(), model_dims(args, bundle)
     peak = peak_fp32(cpu, threads=args.threads, fma_units=args.fma_units)
     limit = peak.flops_per_s / flops_per_pair(dims, work.mean_tokens) if peak.flops_per_s else None
-    sections = [method_section(work, bundle), Section("Checks and gaps", [f"- {n}" for n in notes])]
+    sections = [
+        Section("Ratios", ratios),
+        method_section(work, bundle),
+        Section("Checks and gaps", [f"- {n}" for n in notes]),
+    ]
     if limit:
         sections.append(Section("Theoretical FP32 limit", describe_limit(dims, work.mean_tokens, peak, cpu)))
     command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])

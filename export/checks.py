@@ -11,6 +11,7 @@ import numpy as np
 import onnxruntime as ort
 
 from service.calibration import Calibrator
+from service.list_encoding import EncodedList, ListEncoder
 from service.tokenization import EncodedPair, PairEncoder
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
@@ -96,3 +97,16 @@ def throughput(
         for start in range(0, len(pairs), batch_size):
             run_batch(sess, encoder, pairs[start : start + batch_size])
     return repeat * len(pairs) / (time.perf_counter() - started)
+
+
+def score_sequences(
+    sess: ort.InferenceSession, encoder: ListEncoder, requests: Sequence[Sequence[EncodedList]]
+) -> list[np.ndarray]:
+    """A shared-prefix graph's candidate logits per request, one sequence per call (as served)."""
+    out = []
+    for sequences in requests:
+        batches = [encoder.pad([s]) for s in sequences]
+        names = [i.name for i in sess.get_inputs()]
+        output = sess.get_outputs()[0].name
+        out.append(np.concatenate([b.readout(sess.run([output], b.as_feeds(names))[0]) for b in batches]))
+    return out

@@ -24,11 +24,10 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import torch
 
 from export import quantize
-from export.checks import session
+from export.checks import score_sequences, session
 from service.calibration import Calibrator, sigmoid
 from service.list_encoding import EncodedList, ListEncoder
 from training import calibrate, metrics
@@ -101,27 +100,16 @@ def export_fp32(checkpoint: Path, path: Path, encoder: ListEncoder) -> Path:
     return path
 
 
-def score_graph(sess: ort.InferenceSession, encoder: ListEncoder, requests: list[list[EncodedList]]):
-    """Candidate logits per request, one sequence per call (as the service runs the graph)."""
-    out = []
-    for sequences in requests:
-        logits = [encoder.pad([s]).readout(sess.run([OUTPUT_NAME], _feeds(encoder, s))[0]) for s in sequences]
-        out.append(np.concatenate(logits))
-    return out
-
-
-def _feeds(encoder: ListEncoder, sequence: EncodedList) -> dict[str, np.ndarray]:
-    return encoder.pad([sequence]).as_feeds(INPUT_NAMES)
-
-
 def list_invariance(sess, encoder: ListEncoder, lists: list[RankingList], calibrator: Calibrator) -> dict:
     """Each candidate scored alone (prefix + it) versus inside its whole list, after calibration."""
     changes = []
     for x in lists:
         texts = [c.text for c in x.candidates]
-        together = score_graph(sess, encoder, [encoder.encode_request(x.context, x.situations, texts)])[0]
+        together = score_sequences(sess, encoder, [encoder.encode_request(x.context, x.situations, texts)])[0]
         alone = np.concatenate(
-            score_graph(sess, encoder, [encoder.encode_request(x.context, x.situations, [t]) for t in texts])
+            score_sequences(
+                sess, encoder, [encoder.encode_request(x.context, x.situations, [t]) for t in texts]
+            )
         )
         changes.append(np.abs(calibrator(together) - calibrator(alone)))
     flat = np.concatenate(changes)
@@ -130,9 +118,9 @@ def list_invariance(sess, encoder: ListEncoder, lists: list[RankingList], calibr
 
 def requests_per_s(sess, requests: list[list[EncodedList]], encoder: ListEncoder) -> float:
     """Requests per second over ``requests``, one sequence per call, after one warm-up pass."""
-    score_graph(sess, encoder, requests[:10])
+    score_sequences(sess, encoder, requests[:10])
     started = time.perf_counter()
-    score_graph(sess, encoder, requests)
+    score_sequences(sess, encoder, requests)
     return len(requests) / (time.perf_counter() - started)
 
 
@@ -199,18 +187,18 @@ def main(argv: list[str] | None = None) -> dict:
     sample = [r for lists in dev_requests.values() for r in lists[:40]]
     torch_logits = np.concatenate(score_requests(torch_model, encoder, sample, torch.device("cpu")))
     fp32_sess = session(paths["fp32"])
-    fp32_logits = np.concatenate(score_graph(fp32_sess, encoder, sample))
+    fp32_logits = np.concatenate(score_sequences(fp32_sess, encoder, sample))
     report["torch_parity_max_abs_logit"] = float(np.max(np.abs(torch_logits - fp32_logits)))
     print("torch parity", report["torch_parity_max_abs_logit"], flush=True)
 
     logits_by_variant: dict[str, dict[str, list[np.ndarray]]] = {}
     for variant, path in paths.items():
         sess = fp32_sess if variant == "fp32" else session(path)
-        logits = {name: score_graph(sess, encoder, requests) for name, requests in dev_requests.items()}
+        logits = {name: score_sequences(sess, encoder, requests) for name, requests in dev_requests.items()}
         logits_by_variant[variant] = logits
         fitted = fit_calibration(dev, logits)
         speed = requests_per_s(sess, situated, encoder)
-        flat = np.concatenate(score_graph(sess, encoder, sample))
+        flat = np.concatenate(score_sequences(sess, encoder, sample))
         report["variants"][variant] = {
             "file_mb": round(path.stat().st_size / 2**20, 1),
             "max_abs_logit_vs_fp32": float(np.max(np.abs(flat - fp32_logits))),

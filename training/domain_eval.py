@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from export.checks import score, session
+from export.checks import score, score_sequences, session
 from service.model_bundle import ModelBundle, load_bundle
 from service.selection import choose_statements
 from training import metrics
@@ -87,6 +87,15 @@ class ListScorer:
 
     def probabilities(self, lists: Sequence[RankingList]) -> list[np.ndarray]:
         """Calibrated P(appropriate) per candidate, per list."""
+        if self.bundle.shared_prefix:  # every situation to the ranker, one sequence per call
+            encoder = self.bundle.pair_encoder()
+            requests = [
+                encoder.encode_request(x.context, x.situations, [c.text for c in x.candidates]) for x in lists
+            ]
+            return [
+                np.asarray(self.bundle.calibration(z))
+                for z in score_sequences(self.ranker, encoder, requests)
+            ]
         statements = self.statements(lists)
         groups = [
             self.encoder.encode_request(x.context, s, [c.text for c in x.candidates])
