@@ -70,6 +70,8 @@ from service.tokenization import DEFAULT_SPEAKER, EncodedPair, PairEncoder, Turn
 # Where `make model` leaves the shipped model's run and its export build (RUN ?= runs/sugar).
 DEFAULT_CHECKPOINT = REPO_ROOT / "runs" / "sugar" / "ranker"
 DEFAULT_FP32_ONNX = REPO_ROOT / "build" / "sugar" / "ranker.fp32.onnx"
+# Where `make model` leaves a shared-prefix model's fp32 graph (RUN ?= runs/ranker).
+SHARED_PREFIX_FP32_ONNX = REPO_ROOT / "build" / "ranker" / "ranker.fp32.onnx"
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "report.md"
 BUILTIN_REQUESTS = 200
 QUICK_REQUESTS = 24
@@ -428,7 +430,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--model", type=Path, default=REPO_ROOT / "models" / "sugar-minilm-l6")
+    parser.add_argument("--model", type=Path, default=REPO_ROOT / "models" / "dialogue-minilm-l6")
     parser.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, help="fp32 HF checkpoint dir")
     parser.add_argument("--fp32-onnx", type=Path, default=DEFAULT_FP32_ONNX, help="fp32 graph, same weights")
     parser.add_argument("--requests", type=int, default=None, help="at most this many (default: all)")
@@ -449,6 +451,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     bundle = load_bundle(args.model)
+    if bundle.shared_prefix and args.fp32_onnx == DEFAULT_FP32_ONNX:
+        args.fp32_onnx = SHARED_PREFIX_FP32_ONNX
     work = load_workload(bundle, args.requests)
     print(f"{work.source}: {len(work.requests)} requests, {work.pairs} pairs, {args.threads} threads")
     points, notes = bench_fp32(args, bundle, work)
