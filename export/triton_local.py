@@ -8,7 +8,9 @@ PyTriton bundles ``tritonserver`` with only the Python backend, so each ONNX gra
 to a function that runs ONNX Runtime on the batch Triton's dynamic batcher has formed. The batcher
 settings are those of the ``onnxruntime`` repository that ``export.triton_repo`` writes for real
 deployments: a queue delay of a few milliseconds, preferred batch sizes, and a bounded queue that
-rejects. Stops cleanly on SIGTERM or SIGINT.
+rejects. The bound outputs follow the graph's rows (``export.triton_repo.RowLayout``): one logit per
+row for a pair graph, a logit per token for a shared-prefix ranker (the gateway averages each
+candidate's). Stops cleanly on SIGTERM or SIGINT.
 
 PyTriton's Python-backend stub links ``libpython3.11.so``; the interpreter's own library directory
 goes first on ``LD_LIBRARY_PATH`` of the Triton process, or the stub picks up the system's (another
@@ -30,47 +32,68 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from export.triton_repo import MAX_BATCH_SIZE, MAX_QUEUE_SIZE, PREFERRED_BATCH_SIZES, QUEUE_TIMEOUT_US
+from export.triton_repo import (
+    MAX_BATCH_SIZE,
+    MAX_QUEUE_SIZE,
+    PREFERRED_BATCH_SIZES,
+    QUEUE_TIMEOUT_US,
+    RowLayout,
+)
+from service.list_encoding import PAD_SEGMENT
 from service.model_bundle import OnnxModelSpec, load_bundle
 
 logger = logging.getLogger("export.triton_local")
 
 
+def real_lengths(feeds: dict[str, np.ndarray]) -> np.ndarray:
+    """Each row's length without its padding (padding ends a row in both layouts)."""
+    if "segment_ids" in feeds:  # shared-prefix rows: padding has segment id -1
+        return np.asarray((feeds["segment_ids"] != PAD_SEGMENT).sum(axis=1))
+    return np.asarray(feeds["attention_mask"].sum(axis=1))
+
+
 def onnx_infer_fn(
-    spec: OnnxModelSpec, *, threads: int, rows_per_call: int | None = None
+    spec: OnnxModelSpec, *, threads: int, rows_per_call: int | None = None, rows: RowLayout | None = None
 ) -> Callable[..., dict[str, np.ndarray]]:
     """A PyTriton inference function running ``spec``'s graph on Triton's batched int64 inputs.
 
     With ``rows_per_call`` (the bundle's ``serving.sub_batch_pairs``, 1 for dynamic int8) the
     batch Triton formed is run that many rows at a time, each cut to its real length, so a
-    pair's score matches the embedded backend's whatever Triton merged it with or padded it to.
+    row's scores match the embedded backend's whatever Triton merged it with or padded it to.
+    ``rows`` (a pair graph by default) gives the output's shape: (rows, 1) for a pair graph,
+    (rows, length) for a shared-prefix ranker, whose cut rows are padded back to the batch's length.
     """
     from pytriton.decorators import batch
 
+    per_token = (rows or RowLayout.pairs(spec)).shared_prefix
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     session = ort.InferenceSession(str(spec.path), sess_options=options, providers=["CPUExecutionProvider"])
 
-    def run(feeds: dict[str, np.ndarray]) -> np.ndarray:
+    def run(feeds: dict[str, np.ndarray], length: int) -> np.ndarray:
+        """The graph's output as (rows, 1), or (rows, ``length``) logits per token."""
         (logits,) = session.run([spec.output_name], feeds)
-        return np.asarray(logits, dtype=np.float32).reshape(-1)
+        out = np.asarray(logits, dtype=np.float32)
+        if not per_token:
+            return out.reshape(-1, 1)
+        return np.pad(out, ((0, 0), (0, length - out.shape[1])))  # padding tokens are never read
 
     @batch
     def infer(**inputs: np.ndarray) -> dict[str, np.ndarray]:
         feeds = {name: inputs[name].astype(np.int64, copy=False) for name in spec.input_names}
+        count, length = feeds[spec.input_names[0]].shape
         if rows_per_call is None:
-            logits = run(feeds)
+            logits = run(feeds, length)
         else:
-            mask = feeds["attention_mask"]
+            lengths = real_lengths(feeds)
             parts = []
-            for start in range(0, mask.shape[0], rows_per_call):
-                rows = slice(start, start + rows_per_call)
-                length = int(mask[rows].sum(axis=1).max())  # drop the bucket padding
-                parts.append(run({name: array[rows, :length] for name, array in feeds.items()}))
+            for start in range(0, count, rows_per_call):
+                part = slice(start, start + rows_per_call)
+                real = int(lengths[part].max())  # drop the bucket padding
+                parts.append(run({name: array[part, :real] for name, array in feeds.items()}, length))
             logits = np.concatenate(parts)
-        # One logit per row, as (rows, 1): the model config's output dims are [1].
-        return {spec.output_name: logits.reshape(-1, 1)}
+        return {spec.output_name: logits}
 
     return infer
 
@@ -84,9 +107,17 @@ def bind_model(
     queue_delay_us: int,
     queue_timeout_us: int,
     rows_per_call: int | None = None,
+    rows: RowLayout | None = None,
 ) -> None:
-    """Bind one graph of the bundle as Triton model ``name`` with the repository's batcher settings."""
+    """Bind one graph of the bundle as Triton model ``name`` with the repository's batcher settings.
+
+    The output's shape is the repository's (``export.triton_repo``): (1,) per row for a pair
+    graph, (-1,) per row, a logit per token, for a shared-prefix ranker.
+    """
     from pytriton.model_config import DynamicBatcher, ModelConfig, QueuePolicy, Tensor, TimeoutAction
+
+    rows = rows or RowLayout.pairs(spec)
+    output_shape = (-1,) if rows.shared_prefix else (1,)  # a logit per token, or one per row
 
     batcher = DynamicBatcher(
         max_queue_delay_microseconds=queue_delay_us,
@@ -99,9 +130,9 @@ def bind_model(
     )
     triton.bind(
         model_name=name,
-        infer_func=onnx_infer_fn(spec, threads=threads, rows_per_call=rows_per_call),
+        infer_func=onnx_infer_fn(spec, threads=threads, rows_per_call=rows_per_call, rows=rows),
         inputs=[Tensor(name=input_name, dtype=np.int64, shape=(-1,)) for input_name in spec.input_names],
-        outputs=[Tensor(name=spec.output_name, dtype=np.float32, shape=(1,))],
+        outputs=[Tensor(name=spec.output_name, dtype=np.float32, shape=output_shape)],
         config=ModelConfig(max_batch_size=MAX_BATCH_SIZE, batcher=batcher),
         strict=True,
     )
@@ -164,6 +195,7 @@ def main(argv: list[str] | None = None) -> None:
                 queue_delay_us=args.queue_delay_us,
                 queue_timeout_us=args.queue_timeout_us,
                 rows_per_call=bundle.serving_sub_batch_pairs,
+                rows=RowLayout.of(bundle, name),
             )
         logger.info(
             "serving %s http=%d grpc=%d metrics=%s",

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from service.calibration import sigmoid
+from service.calibration import Calibrator, sigmoid
 from service.list_encoding import ListEncoder
 from training import calibrate, metrics
 from training.backbone import (
@@ -97,6 +97,8 @@ def load_splits(
     train, dev = {}, {}
     rng = random.Random(args.seed)
     for source in args.data:
+        if source.name in train:
+            raise DataError(f"{source.path}: another --data file is also named {source.name!r}")
         lists = read_lists(source.path)
         train[source.name] = [x for x in lists if group_split(x.group) == "train"][: args.limit]
         held = [x for x in lists if group_split(x.group) == "dev"]
@@ -231,10 +233,14 @@ def main(argv: list[str] | None = None) -> dict:
     pooled = [(x, z) for name in dev for x, z in zip(dev[name], logits[name], strict=True)]
     flat = np.concatenate([z for _, z in pooled])
     outcomes = np.asarray([int(c.appropriate) for x, _ in pooled for c in x.candidates])
-    maps = {
-        "platt": calibrate.fit("platt", flat, outcomes),
-        "isotonic": calibrate.fit("isotonic", flat, outcomes),
-    }
+    maps = {"isotonic": calibrate.fit("isotonic", flat, outcomes)}
+    try:
+        maps["platt"] = calibrate.fit("platt", flat, outcomes)
+    except ValueError as e:
+        # Only an undertrained ranker (a smoke run) gets here; the export re-fits on the shipped
+        # graph and refuses logits that do not order the classes.
+        print(f"WARNING: {e}; the run keeps the identity map")
+        maps["platt"] = Calibrator.identity()
     probs = [maps["platt"](z) for _, z in pooled]
     threshold, abstain_acc = metrics.best_abstention_threshold(
         probs, [[int(c.appropriate) for c in x.candidates] for x, _ in pooled]

@@ -76,6 +76,11 @@ def test_onnx_export_matches_pytorch_on_a_few_pairs(tmp_path):
 
 def _spec_encoder_calibrator_pairs(bundle, part):
     if part == "ranker":
+        if bundle.shared_prefix:
+            pytest.skip(
+                "a shared-prefix ranker runs one request's sequence per call (no batch-mates): "
+                "test_onnx_ranking checks a request alone against concurrent ones"
+            )
         encoder = bundle.pair_encoder()
         pairs = _pairs(encoder)
         return bundle.ranker, encoder, bundle.calibration, pairs
@@ -110,13 +115,75 @@ def test_dynamically_quantised_graphs_are_declared_one_pair_per_call(model_dir, 
         assert bundle.serving_sub_batch_pairs == 1
 
 
-def test_training_smoke_run_writes_a_usable_run_directory(tmp_path, shared_data):
+def test_shared_prefix_export_matches_pytorch_and_a_candidate_ignores_its_list_mates(tmp_path):
+    """fp32 graph vs PyTorch on mixed-length sequences; a candidate alone vs inside its list."""
+    torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    from export.checks import score_sequences, session
+    from export.shared_prefix import export_fp32
+    from service.list_encoding import ListEncoder
+    from training.backbone import backbone_dir
+    from training.shared_prefix import SharedPrefixRanker, score_requests
+
+    torch.manual_seed(0)
+    SharedPrefixRanker.load(backbone_dir()).save(tmp_path / "ckpt", backbone_dir() / "tokenizer.json")
+    encoder = ListEncoder.from_file(backbone_dir(), max_prefix_tokens=96, max_candidate_tokens=32)
+    requests = [encoder.encode_request(turns, statements, cands) for turns, statements, cands in REQUESTS]
+    graph = session(export_fp32(tmp_path / "ckpt", tmp_path / "model.onnx", encoder))
+    onnx_logits = score_sequences(graph, encoder, requests)
+    model = SharedPrefixRanker.load(tmp_path / "ckpt").eval()
+    torch_logits = score_requests(model, encoder, requests, torch.device("cpu"), batch_sequences=3)
+    for got, expected in zip(onnx_logits, torch_logits, strict=True):
+        assert np.abs(expected).max() > 1e-3  # not a degenerate all-zero head
+        np.testing.assert_allclose(got, expected, atol=1e-4)
+    turns, statements, cands = REQUESTS[0]
+    alone = [
+        score_sequences(graph, encoder, [encoder.encode_request(turns, statements, [c])])[0][0] for c in cands
+    ]
+    np.testing.assert_allclose(onnx_logits[0], alone, atol=1e-5)
+
+
+def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, shared_data):
+    """A smoke run of training.train on the generic format: two files, weights, a calibrated run."""
     pytest.importorskip("torch", reason="training extras (torch) are not installed")
     from service.calibration import Calibrator
-    from training import train
+    from training import convert, train
 
+    sugar = tmp_path / "sugar.jsonl"
+    convert.main(["sugar", str(shared_data / "sugar" / "sugar.jsonl"), str(sugar)])
+    other = tmp_path / "other.jsonl"
+    other.write_text(sugar.read_text())
     out = tmp_path / "run"
     result = train.main(
+        ["--data", f"{sugar}:0.5", "--data", str(other), "--out", str(out), "--limit", "12",
+         "--dev-lists", "8", "--max-steps", "2", "--batch-lists", "4", "--max-prefix-tokens", "96",
+         "--max-candidate-tokens", "32"]
+    )  # fmt: skip
+    for name in ("config.json", "metrics.json", "calibration.json", "reliability_dev.png"):
+        assert (out / name).is_file(), name
+    for name in ("model.safetensors", "head.pt", "tokenizer.json"):
+        assert (out / "ranker" / name).is_file(), name
+    calibration = json.loads((out / "calibration.json").read_text())
+    assert 0.0 <= calibration["threshold"] <= 1.0
+    probs = Calibrator.from_dict(calibration["maps"]["platt"])(np.linspace(-5, 5, 11))
+    assert np.all(np.diff(probs) >= 0)
+    assert result["steps"] == 2
+    assert result["lists"]["sugar"]["dev"] == 8
+    config = json.loads((out / "config.json").read_text())
+    assert config["encoding"] == {
+        "kind": "shared-prefix",
+        "max_prefix_tokens": 96,
+        "max_candidate_tokens": 32,
+    }
+    assert not Path(config["backbone"]).is_absolute()
+
+
+def test_pairwise_sugar_training_smoke_run_writes_a_usable_run_directory(tmp_path, shared_data):
+    pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    from service.calibration import Calibrator
+    from training import train_sugar
+
+    out = tmp_path / "run"
+    result = train_sugar.main(
         [
             "--data",
             str(shared_data / "sugar" / "sugar.jsonl"),

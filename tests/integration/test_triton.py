@@ -1,7 +1,9 @@
 """A real Triton (``python -m export.triton_local``, PyTriton) and the gateway against it.
 
-Select with ``pytest -m triton``. The server starts once for the module on free loopback ports;
-the kill-and-restart test runs last and leaves a fresh server for the fixture to stop.
+Select with ``pytest -m triton``. Every test runs on the shipped per-pair bundle and on a
+shared-prefix bundle (``tests/shared_prefix_bundle.py``). The server starts once per bundle on
+free loopback ports; the kill-and-restart test runs last and leaves a fresh server for the fixture
+to stop.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 from helpers import REPO_ROOT, free_port, serve_in_process
+from shared_prefix_bundle import KINDS, bundle_of_kind
 
 from service.app import create_app
 from service.model_bundle import load_bundle
@@ -53,6 +56,12 @@ REQUESTS: list[dict[str, Any]] = [
         "candidates": ["Take an umbrella, it is raining outside.", "I can make coffee.", "Yes." * 30],
     },
     {"context": "hello " * 90, "situations": SITUATIONS, "candidates": ["hi", "The battery is low. " * 8]},
+    # Six candidates: several shared-prefix sequences when a sequence holds fewer.
+    {
+        "context": "Could you make me some tea?",
+        "situations": SITUATIONS[:2],
+        "candidates": ["Sure.", "No.", "One moment please.", "I will make tea now.", "Sorry, no.", "Thanks!"],
+    },
 ]
 
 
@@ -130,6 +139,12 @@ class TritonProcess:
         return float(match.group(1))
 
 
+@pytest.fixture(scope="module", params=KINDS)
+def model_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Overrides conftest's: the shipped per-pair bundle, then a shared-prefix one."""
+    return bundle_of_kind(request.param, tmp_path_factory)
+
+
 @pytest.fixture(scope="module")
 def triton(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
     pytest.importorskip("pytriton", reason="nvidia-pytriton is not installed (pip install -e '.[dev]')")
@@ -184,7 +199,8 @@ async def test_tritons_batcher_merges_concurrent_requests(triton: TritonProcess,
     requests = triton.metric("nv_inference_request_success") - requests_before
     items = triton.metric("nv_inference_count") - items_before
     execs = triton.metric("nv_inference_exec_count") - execs_before
-    # One pair per request: every execution holding more than one item merged separate requests.
+    # One pair (or one shared-prefix sequence) per request: every execution holding more than one
+    # item merged separate requests.
     assert requests == items == 48
     assert execs < items
     name = json.loads((model_dir / "metadata.json").read_text())["name"]

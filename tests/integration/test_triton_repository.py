@@ -1,8 +1,10 @@
-"""The Triton model repository export (``python -m export.triton_repo``) on the real bundle.
+"""The Triton model repository export (``python -m export.triton_repo``) on the real bundles.
 
-PyTriton's tritonserver has only the Python backend, so the ``onnxruntime`` repository cannot be
-loaded here: each ``config.pbtxt`` is parsed back into Triton's own ModelConfig protobuf (an
-unknown field fails) and checked field by field, and the copied graph is run as Triton would feed it.
+Every test runs on the shipped per-pair bundle and on a shared-prefix bundle
+(``tests/shared_prefix_bundle.py``). PyTriton's tritonserver has only the Python backend, so the
+``onnxruntime`` repository cannot be loaded here: each ``config.pbtxt`` is parsed back into
+Triton's own ModelConfig protobuf (an unknown field fails) and checked field by field, and the
+copied graph is run as Triton would feed it, warm-up samples included.
 """
 
 from __future__ import annotations
@@ -13,12 +15,21 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from google.protobuf import text_format
+from shared_prefix_bundle import KINDS, bundle_of_kind
 from tritonclient.grpc import model_config_pb2 as mc
 
-from export.triton_repo import RepositoryOptions, parse_config, write_repository
+from export.triton_repo import WARMUP_DIR, RepositoryOptions, parse_config, write_repository
+from service.list_encoding import ListEncoder
 from service.model_bundle import load_bundle
+from service.tokenization import Turn
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def model_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Overrides conftest's: the shipped per-pair bundle, then a shared-prefix one."""
+    return bundle_of_kind(request.param, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +37,13 @@ def gpu_repo(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("triton-repo")
     write_repository(model_dir, out, RepositoryOptions(device="gpu"))
     return out
+
+
+def longest_row(model_dir: Path) -> int:
+    """The longest sequence the gateway sends: the model's max length, or a shared-prefix chunk's."""
+    bundle = load_bundle(model_dir)
+    encoder = bundle.pair_encoder()
+    return encoder.max_chunk_tokens if isinstance(encoder, ListEncoder) else bundle.ranker.max_length
 
 
 def test_every_graph_of_the_bundle_becomes_a_model_with_its_onnx_file(
@@ -49,7 +67,10 @@ def test_the_gpu_config_batches_with_a_bounded_rejecting_queue_and_tensorrt_fp16
     assert [(i.name, i.data_type, list(i.dims)) for i in config.input] == [
         (name, mc.TYPE_INT64, [-1]) for name in spec.input_names
     ]
-    assert [o.name for o in config.output] == [spec.output_name]
+    (output,) = config.output
+    assert output.name == spec.output_name and output.data_type == mc.TYPE_FP32
+    # A logit per token for a shared-prefix ranker, one per pair otherwise.
+    assert list(output.dims) == ([-1] if "segment_ids" in spec.input_names else [1])
     batcher = config.dynamic_batching
     assert 0 < batcher.max_queue_delay_microseconds <= 10_000
     assert list(batcher.preferred_batch_size) == [16, 32, 64]
@@ -60,10 +81,13 @@ def test_the_gpu_config_batches_with_a_bounded_rejecting_queue_and_tensorrt_fp16
     (trt,) = config.optimization.execution_accelerators.gpu_execution_accelerator
     assert trt.name == "tensorrt" and trt.parameters["precision_mode"] == "FP16"
     assert trt.parameters["trt_engine_cache_enable"] == "1" and trt.parameters["trt_engine_cache_path"]
-    assert f"input_ids:64x{spec.max_length}" in trt.parameters["trt_profile_max_shapes"]
+    longest = longest_row(model_dir)
+    assert f"input_ids:64x{longest}" in trt.parameters["trt_profile_max_shapes"]
     assert "input_ids:1x1" in trt.parameters["trt_profile_min_shapes"]
     warmup_lengths = [w.inputs["input_ids"].dims[0] for w in config.model_warmup]
-    assert warmup_lengths == sorted({*range(32, spec.max_length, 32), spec.max_length})
+    # The default buckets (every 32 up to 256) below the model's max length, it, and the longest row.
+    buckets = {b for b in range(32, 257, 32) if b < spec.max_length}
+    assert warmup_lengths == sorted({*buckets, spec.max_length, longest})
 
 
 def test_the_cpu_config_has_cpu_instances_and_no_tensorrt(model_dir: Path, tmp_path: Path) -> None:
@@ -80,13 +104,56 @@ def test_a_field_triton_does_not_know_fails_to_parse(gpu_repo: Path) -> None:
         parse_config(text + "\nmax_batch_sizes: 4\n")
 
 
-def test_the_copied_graph_answers_one_logit_per_row_at_a_bucket_shape(
-    gpu_repo: Path, model_dir: Path
-) -> None:
+def warmup_feeds(model_dir: Path, warmup: mc.ModelWarmup) -> dict[str, np.ndarray]:
+    """A warm-up sample's inputs as Triton builds them: zeros, or the file's int64 values."""
+    feeds = {}
+    for name, sample in warmup.inputs.items():
+        assert sample.data_type == mc.TYPE_INT64
+        (length,) = sample.dims
+        if sample.WhichOneof("input_data_type") == "zero_data":
+            feeds[name] = np.zeros((1, length), dtype=np.int64)
+        else:
+            data = (model_dir / WARMUP_DIR / sample.input_data_file).read_bytes()
+            assert len(data) == 8 * length  # Triton reads batch-1 byte size from the file
+            feeds[name] = np.frombuffer(data, dtype="<i8").reshape(1, length)
+    return feeds
+
+
+def test_every_warmup_sample_is_a_valid_row_the_graph_scores(gpu_repo: Path, model_dir: Path) -> None:
     spec = load_bundle(model_dir).ranker
+    config = parse_config((gpu_repo / "ranker" / "config.pbtxt").read_text())
     session = ort.InferenceSession(
         str(gpu_repo / "ranker" / "1" / "model.onnx"), providers=["CPUExecutionProvider"]
     )
+    assert config.model_warmup
+    for warmup in config.model_warmup:
+        assert warmup.batch_size == 1 and set(warmup.inputs) == set(spec.input_names)
+        feeds = warmup_feeds(gpu_repo / "ranker", warmup)
+        if "segment_ids" in feeds:
+            # A prefix and one candidate (never padding alone), token types as the encoder writes them.
+            segments = feeds["segment_ids"][0]
+            assert segments[0] == 0 and set(segments.tolist()) == {0, 1}
+            assert list(segments) == sorted(segments)
+            np.testing.assert_array_equal(feeds["token_type_ids"], feeds["segment_ids"])
+        (logits,) = session.run([spec.output_name], feeds)
+        assert np.isfinite(logits).all()
+
+
+def test_the_copied_graph_answers_at_a_bucket_shape(gpu_repo: Path, model_dir: Path) -> None:
+    bundle = load_bundle(model_dir)
+    spec = bundle.ranker
+    session = ort.InferenceSession(
+        str(gpu_repo / "ranker" / "1" / "model.onnx"), providers=["CPUExecutionProvider"]
+    )
+    encoder = bundle.pair_encoder()
+    if isinstance(encoder, ListEncoder):
+        # A logit per token of each padded sequence; the gateway's readout averages each candidate.
+        sequences = encoder.encode_request([Turn("user", "could you make some coffee")], [], ["sure", "no"])
+        batch = encoder.pad([*sequences, *sequences], pad_to=32)
+        (logits,) = session.run([spec.output_name], batch.as_feeds(spec.input_names))
+        assert np.asarray(logits).shape == batch.shape == (2, 32)
+        assert batch.readout(logits).shape == (4,)
+        return
     ids = np.ones((3, 32), dtype=np.int64)
     feeds = {name: ids if name != "token_type_ids" else np.zeros_like(ids) for name in spec.input_names}
     (logits,) = session.run([spec.output_name], feeds)
