@@ -1,24 +1,38 @@
 """The Triton model repository export (``python -m export.triton_repo``) on the real bundles.
 
 Every test runs on the shipped per-pair bundle and on a shared-prefix bundle
-(``tests/shared_prefix_bundle.py``). PyTriton's tritonserver has only the Python backend, so the
-``onnxruntime`` repository cannot be loaded here: each ``config.pbtxt`` is parsed back into
-Triton's own ModelConfig protobuf (an unknown field fails) and checked field by field, and the
-copied graph is run as Triton would feed it, warm-up samples included.
+(``tests/shared_prefix_bundle.py``). Each ``config.pbtxt`` is parsed back into Triton's own
+ModelConfig protobuf (an unknown field fails) and checked field by field, and the copied graph is
+run as Triton would feed it, warm-up samples included. PyTriton's tritonserver has only the Python
+backend, so the ``onnxruntime`` backend itself is not run here: the CPU repository is loaded with
+its backend swapped for a Python model that runs the same graph (``-m triton``), so that Triton
+checks the rest of the config, reads the warm-up files and runs every warm-up sample.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import numpy as np
 import onnxruntime as ort
 import pytest
 from google.protobuf import text_format
+from helpers import free_port
 from shared_prefix_bundle import KINDS, bundle_of_kind
 from tritonclient.grpc import model_config_pb2 as mc
 
-from export.triton_repo import WARMUP_DIR, RepositoryOptions, parse_config, write_repository
+from export.triton_repo import WARMUP_DIR, RepositoryOptions, config_text, parse_config, write_repository
 from service.list_encoding import ListEncoder
 from service.model_bundle import load_bundle
 from service.tokenization import Turn
@@ -158,3 +172,147 @@ def test_the_copied_graph_answers_at_a_bucket_shape(gpu_repo: Path, model_dir: P
     feeds = {name: ids if name != "token_type_ids" else np.zeros_like(ids) for name in spec.input_names}
     (logits,) = session.run([spec.output_name], feeds)
     assert np.asarray(logits).size == 3
+
+
+#: The ``onnxruntime`` backend's stand-in (``1/model.py``): runs the model's graph on what Triton
+#: feeds it and appends what each call held to the file the config's ``seen_log`` parameter names.
+PYTHON_MODEL = """
+import json
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        graph = Path(args["model_repository"]) / args["model_version"] / "model.onnx"
+        self.session = ort.InferenceSession(str(graph), providers=["CPUExecutionProvider"])
+        self.inputs = [i["name"] for i in config["input"]]
+        self.output = config["output"][0]["name"]
+        self.log = Path(config["parameters"]["seen_log"]["string_value"])
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            feeds = {n: pb_utils.get_input_tensor_by_name(request, n).as_numpy() for n in self.inputs}
+            (out,) = self.session.run([self.output], feeds)
+            segments = feeds.get("segment_ids")
+            seen = {
+                "shape": list(feeds[self.inputs[0]].shape),
+                "segments": None if segments is None else sorted(set(segments.ravel().tolist())),
+                "finite": bool(np.isfinite(out).all()),
+            }
+            with self.log.open("a") as log:
+                log.write(json.dumps(seen) + "\\n")
+            tensor = pb_utils.Tensor(self.output, np.asarray(out, dtype=np.float32))
+            responses.append(pb_utils.InferenceResponse([tensor]))
+        return responses
+"""
+
+
+@contextmanager
+def python_backed_triton(repo: Path, models: list[str], work: Path) -> Iterator[str]:
+    """PyTriton's tritonserver on ``repo`` until every model is ready; yields its HTTP address."""
+    import pytriton
+    from pytriton.utils.distribution import get_libs_path
+
+    dist = Path(pytriton.__file__).parent / "tritonserver"
+    backends = work / "backends"
+    shutil.copytree(dist / "backends", backends)
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    shutil.copy(dist / "python_backend_stubs" / version / "triton_python_backend_stub", backends / "python")
+    # As export.triton_local: this interpreter's libpython first, its environment on PATH for the stub.
+    libs = (
+        str(sysconfig.get_config_var("LIBDIR") or ""),
+        str(get_libs_path()),
+        os.environ.get("LD_LIBRARY_PATH"),
+    )
+    env = {
+        **os.environ,
+        "LD_LIBRARY_PATH": os.pathsep.join(part for part in libs if part),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    http = free_port()
+    command = [
+        str(dist / "bin" / "tritonserver"), f"--model-repository={repo}", f"--backend-directory={backends}",
+        "--http-address=127.0.0.1", f"--http-port={http}",
+        "--grpc-address=127.0.0.1", f"--grpc-port={free_port()}", "--allow-metrics=false",
+        f"--backend-config=python,shm-region-prefix-name=repotest{os.getpid()}", "--exit-timeout-secs=5",
+    ]  # fmt: skip
+    log = work / "tritonserver.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    url = f"127.0.0.1:{http}"
+    try:
+        deadline = time.monotonic() + 90
+        # The server reports ready before its models load: wait for each model's own readiness.
+        while not all(_ready(url, model) for model in models):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"models did not load: {log.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+
+def _ready(url: str, model: str) -> bool:
+    try:
+        return httpx.get(f"http://{url}/v2/models/{model}/ready", timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+@pytest.mark.triton
+def test_the_cpu_repository_loads_in_triton_and_runs_every_warmup(model_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("pytriton", reason="nvidia-pytriton is not installed (pip install -e '.[dev]')")
+    from tritonclient.http import InferenceServerClient, InferInput
+
+    bundle = load_bundle(model_dir)
+    repo = tmp_path / "repo"
+    model_dirs = write_repository(model_dir, repo, RepositoryOptions(device="cpu", cpu_threads=1))
+    configs = {}
+    for directory in model_dirs:
+        config = parse_config((directory / "config.pbtxt").read_text())
+        config.backend = "python"
+        config.parameters["seen_log"].string_value = str(tmp_path / f"{directory.name}.jsonl")
+        (directory / "config.pbtxt").write_text(config_text(config))
+        (directory / "1" / "model.py").write_text(PYTHON_MODEL)
+        configs[directory.name] = config
+
+    # A request of the ranker at a bucket length, as the gateway sends it.
+    encoder = bundle.pair_encoder()
+    sequences = encoder.encode_request([Turn("user", "could you make some coffee")], [], ["sure", "no"])
+    batch = encoder.pad(sequences, pad_to=32)
+    spec = bundle.ranker
+    with python_backed_triton(repo, list(configs), tmp_path) as url:
+        client = InferenceServerClient(url)
+        inputs = []
+        for name, array in batch.as_feeds(spec.input_names).items():
+            tensor = InferInput(name, list(array.shape), "INT64")
+            tensor.set_data_from_numpy(array)
+            inputs.append(tensor)
+        served = client.infer("ranker", inputs).as_numpy(spec.output_name)
+        client.close()
+
+    session = ort.InferenceSession(str(spec.path), providers=["CPUExecutionProvider"])
+    (expected,) = session.run([spec.output_name], batch.as_feeds(spec.input_names))
+    np.testing.assert_allclose(batch.readout(served), batch.readout(expected), atol=1e-5)
+    for name, config in configs.items():
+        seen = [json.loads(line) for line in (tmp_path / f"{name}.jsonl").read_text().splitlines()]
+        warmups = seen[: len(config.model_warmup)]
+        # Every warm-up sample ran (one row at each warm-up length) and scored finitely.
+        expected_shapes = [[1, w.inputs[spec.input_names[0]].dims[0]] for w in config.model_warmup]
+        assert sorted(s["shape"] for s in warmups) == sorted(expected_shapes)
+        assert all(s["finite"] for s in warmups)
+        if any(i.name == "segment_ids" for i in config.input):
+            assert all(s["segments"] == [0, 1] for s in warmups)  # a prefix and a candidate
