@@ -123,7 +123,8 @@ def build_backend(settings: Settings, spec: OnnxModelSpec) -> AnyBackend:
 
 
 def _buckets_within(buckets: list[int], max_length: int) -> tuple[int, ...]:
-    # Pairs never pass the model's length limit, so it is the last bucket.
+    # Pairs never pass the model's length limit, so it is the last bucket. A shared-prefix sequence
+    # holding several candidates can: it is sent at its own length (scored right, batched less).
     if not buckets:
         return ()
     return (*(b for b in buckets if b < max_length), max_length)
