@@ -12,7 +12,8 @@ test part is never read.
 
 Loss per list: ListNet over the candidates' gains plus a pointwise BCE on "appropriate" (see
 :func:`training.ranker.listwise_loss`). Situations are shuffled in training so the model does
-not learn their order. After each epoch the dev lists are scored; the epoch with the best mean
+not learn their order; in half the lists that mark relevant situations (``--thinned``) half the
+others are dropped. After each epoch the dev lists are scored; the epoch with the best mean
 dev nDCG@3 over the files is kept. Calibration (Platt) and the abstention threshold are fitted
 on the pooled dev lists of every file.
 
@@ -81,6 +82,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-lists", type=int, default=8, help="ranking lists per optimiser step")
     p.add_argument("--tau", type=float, default=3.0, help="ListNet target temperature over the gains")
     p.add_argument("--pointwise-weight", type=float, default=0.5)
+    p.add_argument(
+        "--thinned", type=float, default=0.5, help="share of lists with marked relevant situations thinned"
+    )
     p.add_argument("--max-prefix-tokens", type=int, default=256)
     p.add_argument("--max-candidate-tokens", type=int, default=64)
     p.add_argument("--dev-lists", type=int, default=400, help="dev lists per file (a seeded sample)")
@@ -125,17 +129,25 @@ def epoch_batches(
     return batches
 
 
-def encode(encoder: ListEncoder, x: RankingList, rng: random.Random | None = None):
-    """The list's sequences; with ``rng``, its situations shuffled (training)."""
+def encode(encoder: ListEncoder, x: RankingList, rng: random.Random | None = None, *, thinned: float = 0.0):
+    """The list's sequences; with ``rng`` (training), situations shuffled and some lists thinned.
+
+    In a ``thinned`` share of the lists that mark their relevant situations, half the others are
+    dropped. Thinned lists show the ranker more clearly which situations decide the ranking; the rest keep
+    every situation, as the service gives them (there is no selector in front of this ranker).
+    """
     situations = list(x.situations)
     if rng is not None:
+        if x.relevant_situations and rng.random() < thinned:
+            relevant = set(x.relevant_situations)
+            situations = [s for i, s in enumerate(situations) if i in relevant or rng.random() < 0.5]
         rng.shuffle(situations)
     return encoder.encode_request(x.context, situations, [c.text for c in x.candidates])
 
 
 def loss_of(model, encoder: ListEncoder, batch: list[RankingList], args, rng) -> torch.Tensor:
     """ListNet plus pointwise BCE over a batch of lists (candidates padded and masked)."""
-    sequences = [encode(encoder, x, rng) for x in batch]
+    sequences = [encode(encoder, x, rng, thinned=args.thinned) for x in batch]
     if any(len(s) != 1 for s in sequences):
         raise ValueError("a training list must fit one sequence; raise the chunk budgets")
     flat = [s[0] for s in sequences]
