@@ -40,7 +40,7 @@ ENV PATH="/opt/venv/bin:${PATH}" \
     HF_HUB_OFFLINE=1 \
     RANKER_HOST=0.0.0.0 \
     RANKER_PORT=8000 \
-    RANKER_MODEL=/app/models/sugar-minilm-l6
+    RANKER_MODEL=/app/models/dialogue-minilm-l6
 
 WORKDIR /app
 # Files stay owned by root: the service only reads them, so the ranker user cannot alter code or model.
@@ -49,7 +49,7 @@ COPY --from=builder /opt/venv /opt/venv
 # sys.path), so the package-relative defaults (guidelines, model directory) resolve inside /app,
 # as they do in a checkout.
 COPY service/ service/
-COPY models/sugar-minilm-l6/ models/sugar-minilm-l6/
+COPY models/dialogue-minilm-l6/ models/dialogue-minilm-l6/
 
 USER 10001:10001
 EXPOSE 8000

@@ -13,8 +13,8 @@ Prints, in one run:
 Inputs are SUGAR-like: one user request, 12 situational statements, 3 to 10 candidates (about
 110 tokens per pair), read from ``../shared/data/sugar/sugar.jsonl`` when present, else made up.
 
-    .venv/bin/python benchmarks/bench_gateway.py --model models/sugar-minilm-l6 --requests 400
-    .venv/bin/python benchmarks/bench_gateway.py --model models/sugar-minilm-l6 --requests 400 \
+    .venv/bin/python benchmarks/bench_gateway.py --model models/dialogue-minilm-l6 --requests 400
+    .venv/bin/python benchmarks/bench_gateway.py --model models/dialogue-minilm-l6 --requests 400 \
         --concurrency 1,16,64 --triton --triton-buckets 32,64,96,128,160,192,224,256 --triton-buckets '[]'
 """
 
@@ -286,7 +286,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--model", type=Path, default=REPO_ROOT / "models" / "sugar-minilm-l6")
+    parser.add_argument("--model", type=Path, default=REPO_ROOT / "models" / "dialogue-minilm-l6")
     parser.add_argument("--requests", type=int, default=400, help="requests per concurrency level")
     parser.add_argument("--concurrency", default="1,4,16,64")
     parser.add_argument("--batch-sizes", default="1,4,8,16,32,64")

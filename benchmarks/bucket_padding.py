@@ -12,7 +12,7 @@ buckets so that concurrent requests meet on equal shapes. For the benchmark's SU
 
 Runs in seconds and needs no server:
 
-    .venv/bin/python benchmarks/bucket_padding.py --model models/sugar-minilm-l6
+    .venv/bin/python benchmarks/bucket_padding.py --model models/dialogue-minilm-l6
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--model", type=Path, default=REPO_ROOT / "models" / "sugar-minilm-l6")
+    parser.add_argument("--model", type=Path, default=REPO_ROOT / "models" / "dialogue-minilm-l6")
     parser.add_argument("--requests", type=int, default=400)
     args = parser.parse_args()
     bundle = load_bundle(args.model)

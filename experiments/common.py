@@ -16,7 +16,7 @@ from training.sugar import SugarExample, load_sugar, select, split_indices
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 SUGAR = Path("../shared/data/sugar/sugar.jsonl")
-MODEL = Path("models/sugar-minilm-l6")
+MODEL = Path("models/dialogue-minilm-l6")
 
 
 def splits() -> tuple[list[SugarExample], list[SugarExample]]:

@@ -1,6 +1,6 @@
 """Export a shared-prefix training run (``python -m training.train``) to the shipped model directory.
 
-    python -m export --run runs/ranker --out models/sugar-minilm-l6 --version 2.0.0
+    python -m export --run runs/ranker --out models/dialogue-minilm-l6
 
 (``python -m export`` sends a shared-prefix run here.) Under ``--build`` it writes the fp32 ONNX
 graph, dynamic int8 (per-channel weights) and static int8 (QDQ, MatMul only) variants, then

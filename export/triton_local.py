@@ -1,7 +1,7 @@
 """A real Triton Inference Server on this machine's CPU, through PyTriton, serving a model bundle.
 
     .venv/bin/python -m export.triton_local --http-port 8010 --grpc-port 8011 [--metrics-port 8012]
-        [--model models/sugar-minilm-l6]
+        [--model models/dialogue-minilm-l6]
 
 PyTriton bundles ``tritonserver`` with only the Python backend, so each ONNX graph of the bundle
 (the ranker as model ``ranker``, the selector as ``selector`` when the bundle has one) is bound
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--metrics-port", type=int, default=None, help="Prometheus metrics port (default: off)")
     p.add_argument("--address", default="127.0.0.1", help="address to listen on")
     p.add_argument(
-        "--model", type=Path, default=Path("models/sugar-minilm-l6"), help="model bundle directory"
+        "--model", type=Path, default=Path("models/dialogue-minilm-l6"), help="model bundle directory"
     )
     p.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads (0: all cores)")
     p.add_argument(

@@ -1,6 +1,6 @@
 """Write an NVIDIA Triton model repository from an exported model bundle.
 
-    python -m export.triton_repo --model models/sugar-minilm-l6 --out build/triton-repo [--device gpu]
+    python -m export.triton_repo --model models/dialogue-minilm-l6 --out build/triton-repo [--device gpu]
         [--ranker-onnx build/<run>/ranker.fp32.onnx --selector-onnx ...]
 
 For Triton's ``onnxruntime`` backend (the official container), one model per ONNX graph:
@@ -299,7 +299,7 @@ def write_repository(
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="models/sugar-minilm-l6", help="exported bundle directory")
+    p.add_argument("--model", default="models/dialogue-minilm-l6", help="exported bundle directory")
     p.add_argument("--out", default="build/triton-repo", help="model repository to write")
     p.add_argument("--device", choices=("gpu", "cpu"), default="gpu")
     p.add_argument("--instances", type=int, default=1, help="model instances per device")

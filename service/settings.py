@@ -17,7 +17,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 #: The repository root, found from the package location so defaults work from any cwd.
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_MODEL_DIR = REPO_ROOT / "models" / "sugar-minilm-l6"
+DEFAULT_MODEL_DIR = REPO_ROOT / "models" / "dialogue-minilm-l6"
 DEFAULT_GUIDELINES = Path(__file__).resolve().parent / "assets" / "guidelines.json"
 
 BackendName = Literal["onnx", "triton", "fake"]

@@ -22,7 +22,7 @@ from tokenizers.pre_tokenizers import Whitespace
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 ABCD_KB = SHARED_DATA / "abcd" / "kb.json"
-SHIPPED_MODEL = REPO_ROOT / "models" / "sugar-minilm-l6"
+SHIPPED_MODEL = REPO_ROOT / "models" / "dialogue-minilm-l6"
 
 WORDS = (
     "hi hello could you make some coffee tea sure no yes the is it a i will brewing now sorry "

@@ -38,7 +38,7 @@ def bundle_of_kind(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     if kind == "per-pair":
         path = real_model_dir()
         if path is None:
-            pytest.skip("no real model: models/sugar-minilm-l6 is absent and RANKER_TEST_MODEL is not set")
+            pytest.skip("no real model: models/dialogue-minilm-l6 is absent and RANKER_TEST_MODEL is not set")
         return path
     return shared_prefix_bundle(tmp_path_factory)
 

@@ -1,6 +1,6 @@
 r"""Evaluate a model directory per dataset on ranking lists in the generic format, as the service scores.
 
-    python -m training.domain_eval --model models/sugar-minilm-l6 \
+    python -m training.domain_eval --model models/dialogue-minilm-l6 \
         --lists topical-chat=runs/data/topical-chat.jsonl --lists ddpp=runs/data/dailydialog-pp.jsonl \
         --split test --max-lists 500
 

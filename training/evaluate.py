@@ -1,6 +1,6 @@
 r"""Evaluate a shipped model directory on SUGAR-format data, the way the service runs it.
 
-    python -m training.evaluate --model models/sugar-minilm-l6 \\
+    python -m training.evaluate --model models/dialogue-minilm-l6 \\
         --data ../shared/data/sugar/sugar.jsonl --split-file runs/sugar/split.json --split test
 
 Prints JSON and writes a markdown table beside the published numbers: Precision@1, nDCG@3 and

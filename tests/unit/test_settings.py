@@ -11,7 +11,7 @@ from service.settings import REPO_ROOT, Settings
 
 def test_defaults_point_into_the_repository() -> None:
     settings = Settings()
-    assert settings.served_models() == [(None, REPO_ROOT / "models" / "sugar-minilm-l6")]
+    assert settings.served_models() == [(None, REPO_ROOT / "models" / "dialogue-minilm-l6")]
     assert settings.guidelines.is_file()
     assert (settings.host, settings.port, settings.backend) == ("127.0.0.1", 8000, "onnx")
 
