@@ -2,7 +2,8 @@
 
 The packaged MiniLM with a fresh one-logit head (a BERT), and tiny randomly initialised RoBERTa
 (two-label head, no ``token_type_ids``, ``<s> A </s></s> B </s>``) and DeBERTa-v2 (relative
-attention) models with tokenizers trained here on a few sentences.
+attention) models with tokenizers trained here on a few sentences. ``tiny_bert`` (not in
+``BUILDERS``) is the cheapest three-input (``token_type_ids``) pair model, for the Triton tests.
 """
 
 from __future__ import annotations
@@ -84,6 +85,38 @@ def tiny_deberta_v2(out: Path) -> Path:
         position_buckets=32, pos_att_type=["p2c", "c2p"], pad_token_id=0, num_labels=1,
     )  # fmt: skip
     DebertaV2ForSequenceClassification(config).eval().save_pretrained(out)
+    fast.save_pretrained(out)
+    return out
+
+
+def tiny_bert(out: Path) -> Path:
+    """A tiny random BERT: ``[CLS] A [SEP] B [SEP]`` with ``token_type_ids`` 0 then 1, one logit.
+
+    Initialised wide (``initializer_range`` 0.5) so that its logits differ by whole units between
+    pairs, not by the 1e-5 of a default init: a selector made of it keeps some statements and
+    drops others by clear margins.
+    """
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
+
+    specials = ["[PAD]", "[CLS]", "[SEP]", "[UNK]"]
+    tokenizer = _bpe_tokenizer(specials)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", 1), ("[SEP]", 2)],
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]",
+        unk_token="[UNK]", model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+    )  # fmt: skip
+    torch.manual_seed(3)
+    config = BertConfig(
+        vocab_size=tokenizer.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=48, max_position_embeddings=128, type_vocab_size=2, pad_token_id=0, num_labels=1,
+        initializer_range=0.5,
+    )  # fmt: skip
+    BertForSequenceClassification(config).eval().save_pretrained(out)
     fast.save_pretrained(out)
     return out
 

@@ -1,9 +1,10 @@
 """A real Triton (``python -m export.triton_local``, PyTriton) and the gateway against it.
 
-Select with ``pytest -m triton``. Every test runs on the shipped per-pair bundle and on a
-shared-prefix bundle (``tests/shared_prefix_bundle.py``). The server starts once per bundle on
-free loopback ports; the kill-and-restart test runs last and leaves a fresh server for the fixture
-to stop.
+Select with ``pytest -m triton``. Every test runs on a per-pair bundle (a tiny BERT exported by
+``export.hf``, dynamic int8 served one pair per call, with a statement selector: Triton serves a
+``selector`` model too) and on a shared-prefix bundle (the shipped model when it is one, else a
+tiny one); see ``tests/bundle_kinds.py``. The server starts once per bundle on free loopback ports;
+the kill-and-restart test runs last and leaves a fresh server for the fixture to stop.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from typing import Any
 
 import httpx
 import pytest
+from bundle_kinds import KINDS, bundle_of_kind
 from helpers import REPO_ROOT, free_port, serve_in_process
-from shared_prefix_bundle import KINDS, bundle_of_kind
 
 from service.app import create_app
 from service.model_bundle import load_bundle
@@ -61,6 +62,15 @@ REQUESTS: list[dict[str, Any]] = [
         "context": "Could you make me some tea?",
         "situations": SITUATIONS[:2],
         "candidates": ["Sure.", "No.", "One moment please.", "I will make tea now.", "Sorry, no.", "Thanks!"],
+    },
+    # Forty candidates after a long context: several shared-prefix sequences for the shipped model
+    # too (32 candidates a sequence), the first longer than its position limit (its max_length).
+    {
+        "context": "Good morning! " * 30 + "Could you make me some coffee?",
+        "situations": SITUATIONS,
+        "candidates": [
+            f"Answer {i}: the coffee machine in the kitchen is ready, shall I brew now?" for i in range(40)
+        ],
     },
 ]
 
@@ -141,7 +151,7 @@ class TritonProcess:
 
 @pytest.fixture(scope="module", params=KINDS)
 def model_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Overrides conftest's: the shipped per-pair bundle, then a shared-prefix one."""
+    """Overrides conftest's: a per-pair bundle, then a shared-prefix one."""
     return bundle_of_kind(request.param, tmp_path_factory)
 
 
@@ -178,7 +188,14 @@ async def test_triton_scores_equal_the_embedded_backends_within_1e_3(
     triton: TritonProcess, model_dir: Path
 ) -> None:
     embedded = await rank_all(Settings(backend="onnx", model=model_dir, onnx={"intra_op_threads": 1}))
+    selector_rows_before = (
+        triton.metric("nv_inference_count", "selector") if "selector" in triton.models else 0
+    )
     remote = await rank_all(triton_settings(model_dir, triton.grpc_url))
+    if "selector" in triton.models:
+        # The gateway chose the statements with Triton's selector model: a row per statement given.
+        rows = triton.metric("nv_inference_count", "selector") - selector_rows_before
+        assert rows == sum(len(body.get("situations", [])) for body in REQUESTS)
     for local, served in zip(embedded, remote, strict=True):
         assert served["statements_used"] == local["statements_used"]
         expected, got = logits_by_id(local), logits_by_id(served)

@@ -1,9 +1,10 @@
-"""The Triton model repository export (``python -m export.triton_repo``) on the real bundles.
+"""The Triton model repository export (``python -m export.triton_repo``) on real bundles.
 
-Every test runs on the shipped per-pair bundle and on a shared-prefix bundle
-(``tests/shared_prefix_bundle.py``). Each ``config.pbtxt`` is parsed back into Triton's own
-ModelConfig protobuf (an unknown field fails) and checked field by field, and the copied graph is
-run as Triton would feed it, warm-up samples included. PyTriton's tritonserver has only the Python
+Every test runs on a per-pair bundle (a tiny BERT exported by ``export.hf``, with a selector) and
+on a shared-prefix bundle (the shipped model when it is one); see ``tests/bundle_kinds.py``. Each
+``config.pbtxt`` is parsed back into Triton's own ModelConfig protobuf (an unknown field fails) and
+checked field by field, and the copied graph is run as Triton would feed it, warm-up samples
+included. PyTriton's tritonserver has only the Python
 backend, so the ``onnxruntime`` backend itself is not run here: the CPU repository is loaded with
 its backend swapped for a Python model that runs the same graph (``-m triton``), so that Triton
 checks the rest of the config, reads the warm-up files and runs every warm-up sample.
@@ -27,9 +28,9 @@ import httpx
 import numpy as np
 import onnxruntime as ort
 import pytest
+from bundle_kinds import KINDS, bundle_of_kind
 from google.protobuf import text_format
 from helpers import free_port
-from shared_prefix_bundle import KINDS, bundle_of_kind
 from tritonclient.grpc import model_config_pb2 as mc
 
 from export.triton_repo import WARMUP_DIR, RepositoryOptions, config_text, parse_config, write_repository
@@ -42,7 +43,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module", params=KINDS)
 def model_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Overrides conftest's: the shipped per-pair bundle, then a shared-prefix one."""
+    """Overrides conftest's: a per-pair bundle, then a shared-prefix one."""
     return bundle_of_kind(request.param, tmp_path_factory)
 
 
