@@ -12,7 +12,7 @@ from benchmarks import report
 from benchmarks.compute_limit import CpuInfo, ModelDims, flops_per_pair, peak_fp32, read_cpu
 from benchmarks.report_output import Point, Section, markdown_table, write_report
 from service.model_bundle import load_bundle
-from service.tokenization import load_tokenizer
+from service.tokenization import Turn, load_tokenizer
 
 pytestmark = pytest.mark.integration
 
@@ -82,7 +82,7 @@ def test_read_cpu_describes_this_machine() -> None:
 
 def test_pair_texts_tokenize_to_the_pair_encoder_ids(model_dir: Path) -> None:
     bundle = load_bundle(model_dir)
-    encoder = bundle.pair_encoder()
+    encoder = report.pair_encoder(bundle)  # the CrossEncoder's layout (per pair, whatever ships)
     # Long statements so that truncation drops some of them: the texts must drop the same ones.
     statements = [f"Statement {n} says the kitchen machine is {'very ' * 12}busy." for n in range(12)]
     request = {
@@ -90,7 +90,7 @@ def test_pair_texts_tokenize_to_the_pair_encoder_ids(model_dir: Path) -> None:
         "situations": statements,
         "candidates": ["Sure, brewing now.", "No.", "I will make tea instead, one moment please."],
     }
-    work = report.encode_all(bundle, [request])[0]
+    work = encoder.encode_request([Turn("user", request["context"])], statements, request["candidates"])
     assert 0 < work[0].statements_kept < len(statements)
     tokenizer = load_tokenizer(bundle.tokenizer_path)
     sep = tokenizer.id_to_token(encoder.sep_id)

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from bundle_kinds import is_shared_prefix, per_pair_bundle
 from helpers import serve_in_process
 
 from service.app import create_app
@@ -114,7 +115,11 @@ async def test_abcd_guideline_masks_on_the_real_model(model_dir: Path, abcd_kb: 
     assert [r["id"] for r in soft["ranking"] if r["masked"]] == ["b"]
 
 
-async def test_the_selector_runs_on_its_own_onnx_session(model_dir: Path, tmp_path: Path) -> None:
+async def test_the_selector_runs_on_its_own_onnx_session(
+    model_dir: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    if is_shared_prefix(model_dir):  # a shared-prefix ranker reads every statement: use a pair bundle
+        model_dir = per_pair_bundle(tmp_path_factory)
     meta = json.loads((model_dir / "metadata.json").read_text())
     bundle = tmp_path / "with-selector"
     bundle.mkdir()
