@@ -354,7 +354,8 @@ def service_points(system: str, rows: Sequence[LoadRow]) -> list[Point]:
 
 def bench_services(args: argparse.Namespace, work: Workload) -> tuple[list[Point], list[str]]:
     """The embedded service, then (``--triton``) the gateway in front of Triton; notes on gaps."""
-    rows, server, _ = bench_service(args.model, args.threads, [], work.requests, args.concurrency)
+    # The service at its defaults: workers and threads sized from the CPU quota (service/cpu.py).
+    rows, server, _ = bench_service(args.model, 0, [], work.requests, args.concurrency)
     server.terminate()
     server.wait(timeout=30)
     points, notes = service_points(SERVICE, rows), []

@@ -46,12 +46,13 @@ class BatchingSettings(BaseModel):
         "batch composition.",
     )
     workers: int = Field(
-        1,
-        ge=1,
+        0,
+        ge=0,
         le=64,
-        description="Backend calls each batcher runs at once. With the ONNX backend each call gets the "
-        "container's CPUs divided by this many threads (onnx.intra_op_threads 0): 1 worker x all CPUs "
-        "gives a lone request the lowest latency; more workers overlap calls under load.",
+        description="Backend calls each batcher runs at once (0: 2 when the container has 2 CPUs or more, "
+        "else 1). With the ONNX backend each call gets the container's CPUs divided by this many threads "
+        "(onnx.intra_op_threads 0): 2 x 1 served the most under load on 2 cores, 1 x 2 a lone request "
+        "fastest (benchmarks/threads.py).",
     )
     pad_to_multiple: int = Field(
         1, ge=1, le=512, description="Pad each backend call to a multiple of this length (a length bucket)."

@@ -41,6 +41,7 @@ from service.batching.admission import ServiceRate
 from service.batching.breaker import BreakerState, CircuitBreaker
 from service.batching.failures import FailureLog
 from service.batching.queue import PairQueue, WorkItem, drop_reason
+from service.cpu import batch_workers
 from service.errors import BackendError, BackendTimeout, BackendUnavailable, NotReady, Overloaded, RankerError
 from service.list_encoding import EncodedList, ListBatch
 from service.metrics import Metrics
@@ -127,7 +128,7 @@ class Batcher:
             # Each worker takes the next batch when its call returns: ``workers`` calls at once.
             self._tasks = [
                 asyncio.create_task(self._run(), name=f"batcher-{self.role}-{n}")
-                for n in range(self.settings.workers)
+                for n in range(batch_workers(self.settings.workers))
             ]
 
     async def _warm_up(self) -> None:

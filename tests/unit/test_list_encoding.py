@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from helpers import write_tiny_tokenizer
 
-from service.cpu import available_cpus, intra_op_threads
+from service.cpu import available_cpus, batch_workers, intra_op_threads
 from service.list_encoding import PAD_SEGMENT, ListEncoder, candidate_logits
 from service.tokenization import Turn
 
@@ -86,3 +86,9 @@ def test_cpu_quota_bounds_the_threads(tmp_path):
     (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000")
     assert available_cpus(v1) == 1
     assert intra_op_threads(4, v1) == 1
+    assert batch_workers(0, v1) == 1  # one CPU: one call at a time
+    assert batch_workers(3, v1) == 3  # an explicit setting wins
+    (tmp_path / "cpu.max").write_text("400000 100000\n")
+    if available_cpus(tmp_path / "absent") >= 2:
+        assert batch_workers(0, tmp_path) == 2
+        assert intra_op_threads(0, tmp_path) == available_cpus(tmp_path) // 2
