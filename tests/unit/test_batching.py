@@ -32,7 +32,8 @@ def pad(pairs, *, pad_to=None):
 
 
 async def make_batcher(backend: FakeBackend, **overrides) -> Batcher:
-    settings = BatchingSettings(**{"max_wait_s": 0.01, **overrides})
+    # One call at a time (the default runs 2 on a 2-CPU box): these tests count and order calls.
+    settings = BatchingSettings(**{"max_wait_s": 0.01, "workers": 1, **overrides})
     backend.start()
     batcher = Batcher(
         backend=backend, pad=pad, settings=settings, executor=ThreadPoolExecutor(2), metrics=Metrics()
@@ -145,7 +146,7 @@ async def test_one_call_in_three_failing_fails_no_request() -> None:
 async def test_the_breaker_opens_on_repeated_failures_answers_503_and_recovers() -> None:
     backend = FakeBackend(fail_every_n_batches=1)
     batcher = Batcher(
-        backend=backend, pad=pad, settings=BatchingSettings(max_wait_s=0.0), executor=ThreadPoolExecutor(2),
+        backend=backend, pad=pad, settings=BatchingSettings(max_wait_s=0.0, workers=1), executor=ThreadPoolExecutor(2),
         metrics=Metrics(), breaker=BreakerSettings(failure_threshold=2, cooldown_s=0.3),
     )  # fmt: skip
     backend.start()
@@ -279,3 +280,18 @@ def test_fake_backend_scores_do_not_depend_on_padding() -> None:
     alone = backend.infer(pad(pairs[:1]))
     padded = backend.infer(pad(pairs, pad_to=16))
     np.testing.assert_allclose(alone, padded[:1])
+
+
+async def test_two_workers_run_two_backend_calls_at_once() -> None:
+    """With batching.workers 2 a second batch starts while the first call is still running."""
+    slow = FakeBackend(latency_s=0.2)
+    batcher = await make_batcher(slow, workers=2, sub_batch_pairs=1, max_wait_s=0.0)
+    started = time.perf_counter()
+    first = asyncio.create_task(batcher.score([pair(6, 1)]))
+    await asyncio.sleep(0.02)  # the first call is under way before the second request arrives
+    second = asyncio.create_task(batcher.score([pair(6, 2)]))
+    await asyncio.gather(first, second)
+    elapsed = time.perf_counter() - started
+    await batcher.close()
+    assert slow.calls == 2
+    assert elapsed < 0.35, f"the calls ran one after the other ({elapsed:.2f} s)"
