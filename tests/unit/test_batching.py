@@ -146,8 +146,9 @@ async def test_one_call_in_three_failing_fails_no_request() -> None:
 async def test_the_breaker_opens_on_repeated_failures_answers_503_and_recovers() -> None:
     backend = FakeBackend(fail_every_n_batches=1)
     batcher = Batcher(
-        backend=backend, pad=pad, settings=BatchingSettings(max_wait_s=0.0, workers=1), executor=ThreadPoolExecutor(2),
-        metrics=Metrics(), breaker=BreakerSettings(failure_threshold=2, cooldown_s=0.3),
+        backend=backend, pad=pad, settings=BatchingSettings(max_wait_s=0.0, workers=1),
+        executor=ThreadPoolExecutor(2), metrics=Metrics(),
+        breaker=BreakerSettings(failure_threshold=2, cooldown_s=0.3),
     )  # fmt: skip
     backend.start()
     await batcher.start()
