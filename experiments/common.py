@@ -16,7 +16,9 @@ from training.sugar import SugarExample, load_sugar, select, split_indices
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 SUGAR = Path("../shared/data/sugar/sugar.jsonl")
-MODEL = Path("models/dialogue-minilm-l6")
+# The experiments study model 1.1.0's statement selector (retired; 2.0 has none). Restore it with
+# `git checkout 7983f94 -- models/sugar-minilm-l6` before running them.
+MODEL = Path("models/sugar-minilm-l6")
 
 
 def splits() -> tuple[list[SugarExample], list[SugarExample]]:
