@@ -22,10 +22,11 @@ from pathlib import Path
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from export.checks import score, session
+from export.checks import score, score_sequences, session
 from service.model_bundle import ModelBundle, load_bundle
 from service.selection import choose_statements
 from training import metrics
+from training.domain_eval import group_split
 from training.grouping import score_grouped
 from training.ranker import ranking_metrics
 from training.selector import precision_recall
@@ -98,6 +99,8 @@ class Evaluator:
             self.encoder.encode_request(e.turns, s, e.candidates)
             for e, s in zip(examples, statements, strict=True)
         ]
+        if self.bundle.shared_prefix:  # one sequence per call, as served
+            return score_sequences(self.ranker, self.encoder, lists)
         return score_grouped(
             lambda flat: score(self.ranker, self.encoder, flat, batch_size=self.batch_size), lists
         )
@@ -207,6 +210,12 @@ def main(argv: list[str] | None = None) -> dict:
     if not args.all:
         if args.split_file:
             split = json.loads(Path(args.split_file).read_text())
+        elif "split_seed" not in bundle.metadata.get("training_data", {}):
+            # A ranking-data run (training.train): the evaluation CLI's group split.
+            parts = {e.index: group_split(f"sugar-{e.index}") for e in examples}
+            split = {
+                name: [i for i, part in parts.items() if part == name] for name in ("train", "dev", "test")
+            }
         else:
             split = split_indices(examples, seed=int(bundle.metadata["training_data"]["split_seed"]))
         train = select(examples, split["train"])
