@@ -35,3 +35,21 @@ def test_the_cli_scores_generic_lists_with_the_shipped_model(model_dir, tmp_path
     )
     assert results["hand"]["lists"] == 3 and results["hand"]["precision_at_1"] in (0.0, 1.0)
     assert json.loads(out.read_text())["results"] == results
+
+
+def test_the_sugar_settings_cli_scores_the_shipped_model_on_its_test_split(
+    model_dir, shared_data, tmp_path
+) -> None:
+    """training.evaluate on SUGAR: the shipped model's own split, scored as served, one row."""
+    from training import evaluate
+
+    row = "u+S1 (gold statements)"
+    results = evaluate.main(
+        ["--model", str(model_dir), "--data", str(shared_data / "sugar" / "sugar.jsonl"), "--split", "test",
+         "--rows", row, "--out-md", str(tmp_path / "eval.md")]
+    )  # fmt: skip
+    scored = results["model"][row]
+    assert 200 <= results["examples"] <= 230  # a 15% test part of 1,427
+    assert 150 <= scored["examples"] <= results["examples"]  # those with a bad candidate
+    assert 0.5 < scored["precision_at_1"] <= 1.0  # gold statements: far above chance (about 0.33)
+    assert (tmp_path / "eval.md").is_file()
