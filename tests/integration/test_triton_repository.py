@@ -237,10 +237,13 @@ def python_backed_triton(repo: Path, models: list[str], work: Path) -> Iterator[
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
     http = free_port()
+    grpc = free_port()
+    while grpc == http:  # the OS may hand the just-released port out again
+        grpc = free_port()
     command = [
         str(dist / "bin" / "tritonserver"), f"--model-repository={repo}", f"--backend-directory={backends}",
         "--http-address=127.0.0.1", f"--http-port={http}",
-        "--grpc-address=127.0.0.1", f"--grpc-port={free_port()}", "--allow-metrics=false",
+        "--grpc-address=127.0.0.1", f"--grpc-port={grpc}", "--allow-metrics=false",
         f"--backend-config=python,shm-region-prefix-name=repotest{os.getpid()}", "--exit-timeout-secs=5",
     ]  # fmt: skip
     log = work / "tritonserver.log"
