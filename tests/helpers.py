@@ -97,6 +97,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def free_ports(count: int) -> list[int]:
+    """``count`` different free ports (the OS may hand a just-released port out again)."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
 def wait_ready(base_url: str, process: subprocess.Popen) -> None:
     """Block until ``/readyz`` answers 200; fail with the server's output if it exits first."""
     deadline = time.monotonic() + SERVER_STARTUP_TIMEOUT_S

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 from bundle_kinds import KINDS, bundle_of_kind
-from helpers import REPO_ROOT, free_port, serve_in_process
+from helpers import REPO_ROOT, free_port, free_ports, serve_in_process
 
 from service.app import create_app
 from service.model_bundle import load_bundle
@@ -81,7 +81,7 @@ class TritonProcess:
     def __init__(self, model: Path, log: Path) -> None:
         self.model = model
         self.log = log
-        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
+        self.http_port, self.grpc_port, self.metrics_port = free_ports(3)
         self.process: subprocess.Popen[bytes] | None = None
         self.models = ["ranker"] if load_bundle(model).selector is None else ["ranker", "selector"]
 

@@ -30,7 +30,7 @@ import onnxruntime as ort
 import pytest
 from bundle_kinds import KINDS, bundle_of_kind
 from google.protobuf import text_format
-from helpers import free_port
+from helpers import free_ports
 from tritonclient.grpc import model_config_pb2 as mc
 
 from export.triton_repo import WARMUP_DIR, RepositoryOptions, config_text, parse_config, write_repository
@@ -236,10 +236,7 @@ def python_backed_triton(repo: Path, models: list[str], work: Path) -> Iterator[
         "LD_LIBRARY_PATH": os.pathsep.join(part for part in libs if part),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
-    http = free_port()
-    grpc = free_port()
-    while grpc == http:  # the OS may hand the just-released port out again
-        grpc = free_port()
+    http, grpc = free_ports(2)
     command = [
         str(dist / "bin" / "tritonserver"), f"--model-repository={repo}", f"--backend-directory={backends}",
         "--http-address=127.0.0.1", f"--http-port={http}",
