@@ -24,7 +24,7 @@ from transformers import AutoModelForTokenClassification
 
 from experiments.common import evaluator, report, shipped_relevance, splits
 from service.selection import choose_statements
-from service.tokenization import EncodedPair, PairEncoder, Turn, turn_text
+from service.tokenization import EncodedPair, PairEncoder, Turn, token_ids, turn_text
 from training.backbone import backbone_dir, make_optimizer, optimizer_step, seed_everything, to_tensors
 from training.selector import fit_relevance_calibration
 from training.sugar import SugarExample
@@ -42,9 +42,9 @@ class ListEncoder:
 
     def encode(self, request: str, statements: Sequence[str]) -> list[Window]:
         enc = self.pair_encoder
-        head = [enc.cls_id, *enc._ids([turn_text(Turn("user", request))])[0][:64], enc.sep_id]
+        head = [enc.cls_id, *token_ids(enc.tokenizer, [turn_text(Turn("user", request))])[0][:64], enc.sep_id]
         windows: list[Window] = []
-        for j, ids in enumerate(enc._ids(statements)):
+        for j, ids in enumerate(token_ids(enc.tokenizer, statements)):
             ids = ids[:40]
             if not windows or len(windows[-1][0]) + len(ids) + 1 > enc.max_length:
                 windows.append((list(head), [0] * len(head), [], []))

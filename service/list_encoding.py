@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from service.tokenization import Turn, load_tokenizer, turn_text
+from service.tokenization import Turn, context_segment, load_tokenizer, special_id, token_ids, turn_text
 
 #: Segment id of the prefix and of padding.
 PREFIX_SEGMENT = 0
@@ -105,9 +105,9 @@ class ListEncoder:
         self.max_candidate_tokens = max_candidate_tokens
         self.max_chunk_tokens = max(max_chunk_tokens, max_prefix_tokens + max_candidate_tokens)
         self.max_chunk_candidates = max_chunk_candidates
-        self.cls_id = self._special_id("[CLS]")
-        self.sep_id = self._special_id("[SEP]")
-        self.pad_id = self._special_id("[PAD]")
+        self.cls_id = special_id(tokenizer, "[CLS]")
+        self.sep_id = special_id(tokenizer, "[SEP]")
+        self.pad_id = special_id(tokenizer, "[PAD]")
 
     @classmethod
     def from_file(cls, path: str | Path, **budgets: int) -> ListEncoder:
@@ -128,17 +128,6 @@ class ListEncoder:
             "max_chunk_candidates": self.max_chunk_candidates,
         }
 
-    def _special_id(self, token: str) -> int:
-        token_id = self.tokenizer.token_to_id(token)
-        if token_id is None:
-            raise ValueError(f"tokenizer has no {token} token")
-        return token_id
-
-    def _ids(self, texts: Sequence[str]) -> list[list[int]]:
-        if not texts:
-            return []
-        return [e.ids for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
-
     def encode_request(
         self,
         turns: Sequence[Turn],
@@ -148,12 +137,12 @@ class ListEncoder:
     ) -> list[EncodedList]:
         """The request's sequences; their candidates, in order, are the request's candidates."""
         prefix, turns_kept, statements_kept = self._prefix(
-            self._ids([turn_text(t) for t in turns]), self._ids(statements)
+            token_ids(self.tokenizer, [turn_text(t) for t in turns]), token_ids(self.tokenizer, statements)
         )
         limit = self.max_candidate_tokens - 1
         if max_candidate_tokens is not None:
             limit = min(limit, max_candidate_tokens)
-        segments = [[*ids[:limit], self.sep_id] for ids in self._ids(candidates)]
+        segments = [[*ids[:limit], self.sep_id] for ids in token_ids(self.tokenizer, candidates)]
         chunks: list[list[list[int]]] = []
         size = 0
         for segment in segments:
@@ -176,33 +165,11 @@ class ListEncoder:
         The latest turn is kept (its oldest tokens cut if it alone is over), then statements in
         the caller's priority order, then older turns from the newest back.
         """
-        budget = self.max_prefix_tokens - 2
+        budget = self.max_prefix_tokens - 2  # [CLS] and the closing [SEP]
         latest = turn_ids[-1][-budget:] if turn_ids else []
-        budget -= len(latest)
-        kept_statements: list[list[int]] = []
-        for ids in statement_ids:
-            cost = len(ids) + (1 if not kept_statements and turn_ids else 0)
-            if cost > budget:
-                break
-            kept_statements.append(ids)
-            budget -= cost
-        kept_older: list[list[int]] = []
-        for ids in reversed(turn_ids[:-1]):
-            if len(ids) > budget:
-                break
-            kept_older.append(ids)
-            budget -= len(ids)
-        kept_older.reverse()
-        prefix = [self.cls_id]
-        for ids in [*kept_older, latest]:
-            prefix.extend(ids)
-        if kept_statements and turn_ids:
-            prefix.append(self.sep_id)
-        for ids in kept_statements:
-            prefix.extend(ids)
-        prefix.append(self.sep_id)
-        turns_kept = len(kept_older) + (1 if turn_ids else 0)
-        return prefix, turns_kept, len(kept_statements)
+        return context_segment(
+            turn_ids, latest, statement_ids, budget - len(latest), cls_id=self.cls_id, sep_id=self.sep_id
+        )
 
     def _assemble(
         self, prefix: list[int], segments: list[list[int]], turns_kept: int, statements_kept: int

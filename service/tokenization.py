@@ -100,6 +100,62 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
     return tokenizer
 
 
+def special_id(tokenizer: Tokenizer, token: str) -> int:
+    """The id of a special token such as ``[CLS]``; ValueError when the tokenizer lacks it."""
+    token_id = tokenizer.token_to_id(token)
+    if token_id is None:
+        raise ValueError(f"tokenizer has no {token} token")
+    return token_id
+
+
+def token_ids(tokenizer: Tokenizer, texts: Sequence[str]) -> list[list[int]]:
+    """Each text's token ids, without special tokens."""
+    if not texts:
+        return []
+    return [e.ids for e in tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+
+
+def context_segment(
+    turn_ids: list[list[int]],
+    latest: list[int],
+    statement_ids: list[list[int]],
+    budget: int,
+    *,
+    cls_id: int,
+    sep_id: int,
+) -> tuple[list[int], int, int]:
+    """``[CLS] older turns, latest turn [SEP] statements [SEP]`` and how many turns and statements it kept.
+
+    ``latest`` is the latest turn as it will stand (the caller may have cut it); ``budget`` is what
+    remains for the statements, the [SEP] before them and the older turns. Statements go in first,
+    in the caller's priority order, then older turns from the newest back. The pair layout's
+    segment A and the shared-prefix layout's prefix are both this segment.
+    """
+    kept_statements: list[list[int]] = []
+    for ids in statement_ids:
+        cost = len(ids) + (1 if not kept_statements and turn_ids else 0)  # the [SEP], paid once
+        if cost > budget:
+            break
+        kept_statements.append(ids)
+        budget -= cost
+    kept_older: list[list[int]] = []
+    for ids in reversed(turn_ids[:-1]):
+        if len(ids) > budget:
+            break
+        kept_older.append(ids)
+        budget -= len(ids)
+    kept_older.reverse()
+    segment = [cls_id]
+    for ids in [*kept_older, latest]:
+        segment.extend(ids)
+    if kept_statements and turn_ids:
+        segment.append(sep_id)
+    for ids in kept_statements:
+        segment.extend(ids)
+    segment.append(sep_id)
+    return segment, len(kept_older) + (1 if turn_ids else 0), len(kept_statements)
+
+
 class PairEncoder:
     """Turns (turns, statements, candidates) into model inputs under a length budget."""
 
@@ -108,25 +164,14 @@ class PairEncoder:
             raise ValueError(f"max_length must be at least 16, got {max_length}")
         self.tokenizer = tokenizer
         self.max_length = max_length
-        self.cls_id = self._special_id("[CLS]")
-        self.sep_id = self._special_id("[SEP]")
-        self.pad_id = self._special_id("[PAD]")
+        self.cls_id = special_id(tokenizer, "[CLS]")
+        self.sep_id = special_id(tokenizer, "[SEP]")
+        self.pad_id = special_id(tokenizer, "[PAD]")
 
     @classmethod
     def from_file(cls, path: str | Path, *, max_length: int) -> PairEncoder:
         """Build an encoder from a ``tokenizer.json`` file or the directory holding it."""
         return cls(load_tokenizer(path), max_length=max_length)
-
-    def _special_id(self, token: str) -> int:
-        token_id = self.tokenizer.token_to_id(token)
-        if token_id is None:
-            raise ValueError(f"tokenizer has no {token} token")
-        return token_id
-
-    def _ids(self, texts: Sequence[str]) -> list[list[int]]:
-        if not texts:
-            return []
-        return [e.ids for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
 
     def encode_request(
         self,
@@ -140,9 +185,9 @@ class PairEncoder:
         ``max_candidate_tokens`` cuts each candidate to its first that many tokens first (a rerank
         client's ``max_tokens_per_doc``).
         """
-        turn_ids = self._ids([turn_text(t) for t in turns])
-        statement_ids = self._ids(statements)
-        candidate_ids = self._ids(candidates)
+        turn_ids = token_ids(self.tokenizer, [turn_text(t) for t in turns])
+        statement_ids = token_ids(self.tokenizer, statements)
+        candidate_ids = token_ids(self.tokenizer, candidates)
         if max_candidate_tokens is not None:
             candidate_ids = [ids[:max_candidate_tokens] for ids in candidate_ids]
         return [self._assemble(turn_ids, statement_ids, ids) for ids in candidate_ids]
@@ -170,39 +215,15 @@ class PairEncoder:
                 candidate_ids = candidate_ids[: budget - len(latest)]
                 candidate_truncated = True
         budget -= len(candidate_ids) + len(latest)
-
-        kept_statements: list[list[int]] = []
-        separator = 1  # the [SEP] between turns and statements, paid once
-        for ids in statement_ids:
-            cost = len(ids) + (separator if not kept_statements and turn_ids else 0)
-            if cost > budget:
-                break
-            kept_statements.append(ids)
-            budget -= cost
-
-        kept_older: list[list[int]] = []
-        for ids in reversed(turn_ids[:-1]):
-            if len(ids) > budget:
-                break
-            kept_older.append(ids)
-            budget -= len(ids)
-        kept_older.reverse()
-
-        segment_a: list[int] = [self.cls_id]
-        for ids in kept_older:
-            segment_a.extend(ids)
-        segment_a.extend(latest)
-        if kept_statements and turn_ids:
-            segment_a.append(self.sep_id)
-        for ids in kept_statements:
-            segment_a.extend(ids)
-        segment_a.append(self.sep_id)
+        segment_a, turns_kept, statements_kept = context_segment(
+            turn_ids, latest, statement_ids, budget, cls_id=self.cls_id, sep_id=self.sep_id
+        )
         segment_b = [*candidate_ids, self.sep_id]
         return EncodedPair(
             input_ids=segment_a + segment_b,
             token_type_ids=[0] * len(segment_a) + [1] * len(segment_b),
-            turns_kept=len(kept_older) + (1 if turn_ids else 0),
-            statements_kept=len(kept_statements),
+            turns_kept=turns_kept,
+            statements_kept=statements_kept,
             candidate_truncated=candidate_truncated,
         )
 
