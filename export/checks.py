@@ -103,10 +103,10 @@ def score_sequences(
     sess: ort.InferenceSession, encoder: ListEncoder, requests: Sequence[Sequence[EncodedList]]
 ) -> list[np.ndarray]:
     """A shared-prefix graph's candidate logits per request, one sequence per call (as served)."""
+    names = [i.name for i in sess.get_inputs()]
+    output = sess.get_outputs()[0].name
     out = []
     for sequences in requests:
         batches = [encoder.pad([s]) for s in sequences]
-        names = [i.name for i in sess.get_inputs()]
-        output = sess.get_outputs()[0].name
         out.append(np.concatenate([b.readout(sess.run([output], b.as_feeds(names))[0]) for b in batches]))
     return out

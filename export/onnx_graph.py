@@ -26,6 +26,33 @@ class _LogitOnly(torch.nn.Module):
         return out.logits.squeeze(-1)
 
 
+def export_module(
+    module: torch.nn.Module,
+    dummy: tuple[torch.Tensor, ...],
+    path: str | Path,
+    *,
+    input_names: tuple[str, ...],
+    output_name: str,
+    axes: dict[str, dict[int, str]],
+) -> Path:
+    """Export an eval-mode module with the given dynamic axes and check the graph."""
+    path = Path(path)
+    # dynamo=False: the TorchScript exporter gives a plain graph that ORT's BERT fusions recognise
+    # and that matched PyTorch to ~1e-7 here.
+    torch.onnx.export(
+        module,
+        dummy,
+        str(path),
+        input_names=list(input_names),
+        output_names=[output_name],
+        dynamic_axes=axes,
+        opset_version=OPSET,
+        dynamo=False,
+    )
+    onnx.checker.check_model(str(path))
+    return path
+
+
 def export_fp32(checkpoint: str | Path, path: str | Path) -> Path:
     """Export a checkpoint with dynamic batch and sequence axes (TorchScript exporter)."""
     model = AutoModelForSequenceClassification.from_pretrained(str(checkpoint), num_labels=1).eval()
@@ -36,21 +63,9 @@ def export_fp32(checkpoint: str | Path, path: str | Path) -> Path:
     )
     axes = {name: {0: "batch", 1: "sequence"} for name in INPUT_NAMES}
     axes[OUTPUT_NAME] = {0: "batch"}
-    path = Path(path)
-    # dynamo=False: the TorchScript exporter gives a plain graph that ORT's BERT fusions recognise
-    # and that matched PyTorch to ~1e-7 here.
-    torch.onnx.export(
-        _LogitOnly(model),
-        dummy,
-        str(path),
-        input_names=list(INPUT_NAMES),
-        output_names=[OUTPUT_NAME],
-        dynamic_axes=axes,
-        opset_version=OPSET,
-        dynamo=False,
+    return export_module(
+        _LogitOnly(model), dummy, path, input_names=INPUT_NAMES, output_name=OUTPUT_NAME, axes=axes
     )
-    onnx.checker.check_model(str(path))
-    return path
 
 
 def _config(checkpoint: str | Path) -> tuple[int, int]:

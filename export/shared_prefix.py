@@ -23,20 +23,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnx
 import torch
 
-from export import quantize
+from export import onnx_graph, quantize
 from export.checks import score_sequences, session
-from service.calibration import Calibrator, sigmoid
+from service.calibration import Calibrator
 from service.list_encoding import EncodedList, ListEncoder
-from training import calibrate, metrics
 from training.domain_eval import evaluate
 from training.ranking_data import RankingList
 from training.shared_prefix import INPUT_NAMES, OUTPUT_NAME, SharedPrefixRanker, score_requests
-from training.train import Source, load_splits
+from training.train import Source, dev_report, fit_calibration, load_splits
 
-OPSET = 17
 #: Shipped encoding budgets on top of the run's: how a long candidate list is cut into sequences.
 MAX_CHUNK_TOKENS = 1024
 MAX_CHUNK_CANDIDATES = 32
@@ -72,35 +69,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-class _Graph(torch.nn.Module):
-    """The ranker in eval mode with positional inputs, for the exporter."""
-
-    def __init__(self, model: SharedPrefixRanker) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids, token_type_ids, position_ids, segment_ids):  # noqa: D102
-        return self.model(input_ids, token_type_ids, position_ids, segment_ids)
-
-
 def export_fp32(checkpoint: Path, path: Path, encoder: ListEncoder) -> Path:
     """The fp32 graph with dynamic sequence and length axes (TorchScript exporter)."""
     model = SharedPrefixRanker.load(checkpoint).eval()
     batch = encoder.pad([encoder.synthetic(candidates=2), encoder.synthetic(candidates=3, prefix_tokens=40)])
     dummy = tuple(torch.from_numpy(a) for a in batch.as_feeds(INPUT_NAMES).values())
     axes = {name: {0: "sequences", 1: "length"} for name in (*INPUT_NAMES, OUTPUT_NAME)}
-    torch.onnx.export(
-        _Graph(model),
-        dummy,
-        str(path),
-        input_names=list(INPUT_NAMES),
-        output_names=[OUTPUT_NAME],
-        dynamic_axes=axes,
-        opset_version=OPSET,
-        dynamo=False,
+    return onnx_graph.export_module(
+        model, dummy, path, input_names=INPUT_NAMES, output_name=OUTPUT_NAME, axes=axes
     )
-    onnx.checker.check_model(str(path))
-    return path
 
 
 def list_invariance(sess, encoder: ListEncoder, lists: list[RankingList], calibrator: Calibrator) -> dict:
@@ -125,23 +102,6 @@ def requests_per_s(sess, requests: list[list[EncodedList]], encoder: ListEncoder
     started = time.perf_counter()
     score_sequences(sess, encoder, requests)
     return len(requests) / (time.perf_counter() - started)
-
-
-def dev_metrics(dev: dict[str, list[RankingList]], logits: dict[str, list[np.ndarray]]) -> dict[str, dict]:
-    """P@1 and nDCG@3 per file (order only: calibration is monotone)."""
-    return {name: evaluate(dev[name], [sigmoid(z) for z in logits[name]], 0.5) for name in dev}
-
-
-def fit_calibration(dev: dict[str, list[RankingList]], logits: dict[str, list[np.ndarray]]) -> dict[str, Any]:
-    """Platt (isotonic as the alternative) and the abstention threshold on the pooled dev lists."""
-    pooled = [(x, z) for name in dev for x, z in zip(dev[name], logits[name], strict=True)]
-    flat = np.concatenate([z for _, z in pooled])
-    outcomes = np.asarray([int(c.appropriate) for x, _ in pooled for c in x.candidates])
-    maps = {method: calibrate.fit(method, flat, outcomes) for method in ("platt", "isotonic")}
-    threshold, accuracy = metrics.best_abstention_threshold(
-        [maps["platt"](z) for _, z in pooled], [[int(c.appropriate) for c in x.candidates] for x, _ in pooled]
-    )
-    return {"maps": maps, "threshold": threshold, "abstention_accuracy": accuracy}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -210,7 +170,7 @@ def main(argv: list[str] | None = None) -> dict:
             ),
             "situated_requests_per_s": round(speed, 1),
             "situated_candidates_per_s": round(speed * situated_candidates / len(situated), 1),
-            "dev": dev_metrics(dev, logits),
+            "dev": dev_report(dev, logits),
         }
         print(variant, json.dumps(report["variants"][variant]), flush=True)
 

@@ -29,6 +29,7 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -189,6 +190,39 @@ def dev_report(dev: dict[str, list[RankingList]], logits: dict[str, list[np.ndar
     return {name: evaluate(lists, [sigmoid(z) for z in logits[name]], 0.5) for name, lists in dev.items()}
 
 
+def fit_calibration(
+    dev: dict[str, list[RankingList]], logits: dict[str, list[np.ndarray]], *, keep_identity: bool = False
+) -> dict[str, Any]:
+    """Platt (isotonic as the alternative) and the abstention threshold on the pooled dev lists.
+
+    Returns the maps, the threshold, its abstention accuracy, and the pooled logits and outcomes.
+    When the logits do not order the classes Platt fails: ``keep_identity`` keeps the identity map
+    instead (training, where only an undertrained smoke run gets there; the export re-fits on the
+    shipped graph without it and refuses such a model).
+    """
+    pooled = [(x, z) for name in dev for x, z in zip(dev[name], logits[name], strict=True)]
+    flat = np.concatenate([z for _, z in pooled])
+    outcomes = np.asarray([int(c.appropriate) for x, _ in pooled for c in x.candidates])
+    maps = {"isotonic": calibrate.fit("isotonic", flat, outcomes)}
+    try:
+        maps["platt"] = calibrate.fit("platt", flat, outcomes)
+    except ValueError as e:
+        if not keep_identity:
+            raise
+        print(f"WARNING: {e}; the run keeps the identity map")
+        maps["platt"] = Calibrator.identity()
+    threshold, accuracy = metrics.best_abstention_threshold(
+        [maps["platt"](z) for _, z in pooled], [[int(c.appropriate) for c in x.candidates] for x, _ in pooled]
+    )
+    return {
+        "maps": maps,
+        "threshold": threshold,
+        "abstention_accuracy": accuracy,
+        "logits": flat,
+        "outcomes": outcomes,
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     if args.threads:
@@ -242,25 +276,13 @@ def main(argv: list[str] | None = None) -> dict:
 
     # Calibration and the abstention threshold on the pooled dev lists of every file.
     logits = dev_logits(model, encoder, dev)
-    pooled = [(x, z) for name in dev for x, z in zip(dev[name], logits[name], strict=True)]
-    flat = np.concatenate([z for _, z in pooled])
-    outcomes = np.asarray([int(c.appropriate) for x, _ in pooled for c in x.candidates])
-    maps = {"isotonic": calibrate.fit("isotonic", flat, outcomes)}
-    try:
-        maps["platt"] = calibrate.fit("platt", flat, outcomes)
-    except ValueError as e:
-        # Only an undertrained ranker (a smoke run) gets here; the export re-fits on the shipped
-        # graph and refuses logits that do not order the classes.
-        print(f"WARNING: {e}; the run keeps the identity map")
-        maps["platt"] = Calibrator.identity()
-    probs = [maps["platt"](z) for _, z in pooled]
-    threshold, abstain_acc = metrics.best_abstention_threshold(
-        probs, [[int(c.appropriate) for c in x.candidates] for x, _ in pooled]
-    )
+    fitted = fit_calibration(dev, logits, keep_identity=True)
+    maps, threshold, abstain_acc = fitted["maps"], fitted["threshold"], fitted["abstention_accuracy"]
+    flat, outcomes = fitted["logits"], fitted["outcomes"]
     calibrate.reliability_diagram(
         {
             "uncalibrated": (sigmoid(flat), outcomes),
-            "platt (dev fit)": (np.concatenate(probs), outcomes),
+            "platt (dev fit)": (maps["platt"](flat), outcomes),
         },
         out / "reliability_dev.png",
         title="Ranker calibration, pooled dev lists",
