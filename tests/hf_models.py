@@ -64,17 +64,22 @@ def tiny_roberta(out: Path) -> Path:
     return out
 
 
-def tiny_deberta_v2(out: Path) -> Path:
-    import torch
-    from transformers import DebertaV2Config, DebertaV2ForSequenceClassification, PreTrainedTokenizerFast
-
-    specials = ["[PAD]", "[CLS]", "[SEP]", "[UNK]"]
-    tokenizer = _bpe_tokenizer(specials)
+def _cls_sep_tokenizer():
+    """The BPE tokenizer with BERT's special tokens and ``[CLS] A [SEP] B [SEP]`` pair template."""
+    tokenizer = _bpe_tokenizer(["[PAD]", "[CLS]", "[SEP]", "[UNK]"])
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",
         pair="[CLS] $A [SEP] $B:1 [SEP]:1",
         special_tokens=[("[CLS]", 1), ("[SEP]", 2)],
     )
+    return tokenizer
+
+
+def tiny_deberta_v2(out: Path) -> Path:
+    import torch
+    from transformers import DebertaV2Config, DebertaV2ForSequenceClassification, PreTrainedTokenizerFast
+
+    tokenizer = _cls_sep_tokenizer()
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer, cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]", unk_token="[UNK]"
     )
@@ -99,13 +104,7 @@ def tiny_bert(out: Path) -> Path:
     import torch
     from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
 
-    specials = ["[PAD]", "[CLS]", "[SEP]", "[UNK]"]
-    tokenizer = _bpe_tokenizer(specials)
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", 1), ("[SEP]", 2)],
-    )
+    tokenizer = _cls_sep_tokenizer()
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer, cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]",
         unk_token="[UNK]", model_input_names=["input_ids", "token_type_ids", "attention_mask"],
