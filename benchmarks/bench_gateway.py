@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import socket
@@ -33,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 import numpy as np
 import onnxruntime as ort
@@ -246,26 +248,31 @@ def bench_triton(
 async def load(url: str, requests: list[dict[str, Any]], clients: int) -> tuple[float, list[float], int]:
     """Pairs/s, per-request latencies (s) and failed requests with ``clients`` concurrent clients.
 
-    A failed request (429 from a full queue, 504...) is counted and reported, not scored.
+    A failed request (429 from a full queue, 504...) is counted and reported, not scored. The
+    clients are aiohttp on one event loop: the load generator shares the CPUs with the service,
+    and aiohttp spends about 0.6 ms of CPU a request here where httpx spent 2.3 ms.
     """
-    queue = list(reversed(requests))
+    queue = [json.dumps(body).encode() for body in reversed(requests)]
+    sizes = [len(body["candidates"]) for body in reversed(requests)]
     latencies: list[float] = []
     failures: dict[int, int] = {}
     pairs = 0
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+    headers = {"content-type": "application/json"}
+    connector = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(url, connector=connector, timeout=aiohttp.ClientTimeout(60)) as client:
 
         async def worker() -> None:
             nonlocal pairs
             while queue:
-                body = queue.pop()
+                body, size = queue.pop(), sizes.pop()
                 started = time.perf_counter()
-                response = await client.post("/rank", json=body)
-                if response.status_code != 200:
-                    failures[response.status_code] = failures.get(response.status_code, 0) + 1
+                async with client.post("/rank", data=body, headers=headers) as response:
+                    await response.read()
+                if response.status != 200:
+                    failures[response.status] = failures.get(response.status, 0) + 1
                     continue
                 latencies.append(time.perf_counter() - started)
-                pairs += len(body["candidates"])
+                pairs += size
 
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(clients)))

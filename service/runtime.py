@@ -18,6 +18,7 @@ from opentelemetry import trace
 
 from service.backends import AnyBackend, build_backend, is_remote
 from service.batching import Batcher, DirectScorer, Scorer
+from service.cpu import serial_tokenizers
 from service.encoding import OffLoopEncoder
 from service.errors import InvalidInput
 from service.guidelines import Guidelines
@@ -118,6 +119,7 @@ class Runtime:
             BundleError, GuidelineError: a file is missing or malformed, or two models share a name.
             BackendUnavailable: a backend cannot start.
         """
+        serial_tokenizers()
         executor = ThreadPoolExecutor(settings.executor_threads, thread_name_prefix="ranker")
         loop = asyncio.get_running_loop()
         models: dict[str, ServedModel] = {}
@@ -238,7 +240,7 @@ class _ModelStarter:
                 # The model's scores depend on batch-mates unless run this many pairs a call.
                 batching = batching.model_copy(update={"sub_batch_pairs": bundle.serving_sub_batch_pairs})
             batcher = Batcher(
-                backend=backend, pad=pad, settings=batching, executor=self.executor, metrics=self.metrics,
+                backend=backend, pad=pad, settings=batching, metrics=self.metrics,
                 role=role, model=self.name, max_length=encoder.max_length, breaker=settings.breaker,
                 tracer=self.tracer,
                 warm_up_item=encoder.synthetic() if isinstance(encoder, ListEncoder) else None,

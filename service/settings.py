@@ -49,10 +49,11 @@ class BatchingSettings(BaseModel):
         0,
         ge=0,
         le=64,
-        description="Backend calls each batcher runs at once (0: 2 when the container has 2 CPUs or more, "
-        "else 1). With the ONNX backend each call gets the container's CPUs divided by this many threads "
-        "(onnx.intra_op_threads 0): 2 x 1 served the most under load on 2 cores, 1 x 2 a lone request "
-        "fastest (benchmarks/threads.py).",
+        description="Backend calls each batcher runs at once (0: two per CPU of the container's quota). "
+        "With the ONNX backend each call gets the CPUs divided by this many threads, at least one "
+        "(onnx.intra_op_threads 0), and a call that starts alone gets them all (onnx.solo_threads). More "
+        "calls than CPUs keep the CPUs busy while a finished call's request is answered and the next "
+        "one padded: on 2 cores 4 x 1 served the most under load (benchmarks/threads.py).",
     )
     pad_to_multiple: int = Field(
         1, ge=1, le=512, description="Pad each backend call to a multiple of this length (a length bucket)."
@@ -139,7 +140,15 @@ class OnnxSettings(BaseModel):
     intra_op_threads: int = Field(
         0,
         ge=0,
-        description="Threads per inference call (0: the container's CPU quota divided by batching.workers).",
+        description="Threads per inference call (0: the container's CPU quota divided by batching.workers, "
+        "at least 1).",
+    )
+    solo_threads: int = Field(
+        0,
+        ge=0,
+        description="Threads for a call that starts while no other call runs on its graph, so a lone "
+        "request gets the whole CPU quota (0: the container's CPUs). It is a second session of the same "
+        "graph; set it to intra_op_threads (or lower) to keep one.",
     )
     inter_op_threads: int = Field(1, ge=0, description="Threads across graph nodes (0: ONNX Runtime picks).")
 

@@ -11,7 +11,7 @@ from service.metrics import Metrics
 from service.runtime import Runtime
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:
     """The started runtime of the app.
 
     Raises:
@@ -23,7 +23,7 @@ def get_runtime(request: Request) -> Runtime:
     return runtime
 
 
-def get_metrics(request: Request) -> Metrics:
+async def get_metrics(request: Request) -> Metrics:
     """The app's metrics."""
     metrics: Metrics = request.app.state.metrics
     return metrics

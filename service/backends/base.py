@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 from typing_extensions import TypeIs
 
-from service.cpu import intra_op_threads
+from service.cpu import available_cpus, intra_op_threads
 from service.list_encoding import ListBatch
 from service.tokenization import Batch
 
@@ -97,6 +97,7 @@ def build_backend(settings: Settings, spec: OnnxModelSpec) -> AnyBackend:
             spec,
             intra_op_threads=settings.onnx.intra_op_threads or intra_op_threads(settings.batching.workers),
             inter_op_threads=settings.onnx.inter_op_threads,
+            solo_threads=settings.onnx.solo_threads or available_cpus(),
         )
     if settings.backend == "fake":
         from service.backends.fake import FakeBackend, poison_ids

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 
 import numpy as np
 import onnxruntime as ort
@@ -23,35 +24,57 @@ class OnnxBackend:
 
     name = "onnx"
 
-    def __init__(self, spec: OnnxModelSpec, *, intra_op_threads: int = 0, inter_op_threads: int = 1) -> None:
+    def __init__(
+        self,
+        spec: OnnxModelSpec,
+        *,
+        intra_op_threads: int = 0,
+        inter_op_threads: int = 1,
+        solo_threads: int | None = None,
+    ) -> None:
         self.spec = spec
         self.intra_op_threads = intra_op_threads
         self.inter_op_threads = inter_op_threads
+        # A call that starts while no other runs may use the whole CPU quota: a lone request then
+        # takes the time of a session with every thread, not of its one-thread share. Under load
+        # calls overlap and each keeps its share, so the CPUs are never asked for more threads
+        # than they have for longer than one call.
+        self.solo_threads = solo_threads if solo_threads and solo_threads > intra_op_threads else None
         self._session: ort.InferenceSession | None = None
+        self._solo_session: ort.InferenceSession | None = None
+        self._in_flight = 0
+        self._lock = threading.Lock()
 
     def start(self) -> None:
-        """Create the session. Raises BackendUnavailable when the graph does not load."""
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self.intra_op_threads
-        options.inter_op_num_threads = self.inter_op_threads
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        try:
-            session = ort.InferenceSession(
-                str(self.spec.path), sess_options=options, providers=["CPUExecutionProvider"]
-            )
-        except Exception as e:  # onnxruntime raises its own untyped errors
-            raise BackendUnavailable(f"cannot load {self.spec.path.name}: {e}") from e
+        """Create the session(s). Raises BackendUnavailable when the graph does not load."""
+        session = self._load(self.intra_op_threads)
         graph_inputs = {i.name for i in session.get_inputs()}
         missing = set(self.spec.input_names) - graph_inputs
         if missing:
             raise BackendUnavailable(f"{self.spec.path.name} lacks inputs {sorted(missing)}")
+        self._solo_session = None if self.solo_threads is None else self._load(self.solo_threads)
         self._session = session
-        logger.info("onnx session loaded file=%s threads=%d", self.spec.path.name, self.intra_op_threads)
+        logger.info(
+            "onnx session loaded file=%s threads=%d solo_threads=%s",
+            self.spec.path.name, self.intra_op_threads, self.solo_threads,
+        )  # fmt: skip
+
+    def _load(self, threads: int) -> ort.InferenceSession:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = self.inter_op_threads
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            return ort.InferenceSession(
+                str(self.spec.path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as e:  # onnxruntime raises its own untyped errors
+            raise BackendUnavailable(f"cannot load {self.spec.path.name}: {e}") from e
 
     def close(self) -> None:
-        """Drop the session."""
-        self._session = None
+        """Drop the session(s)."""
+        self._session = self._solo_session = None
 
     def health(self) -> bool:
         """Run a one-pair probe."""
@@ -75,8 +98,16 @@ class OnnxBackend:
         session = self._session
         if session is None:
             raise BackendUnavailable("onnx session is not started")
+        with self._lock:
+            alone = self._in_flight == 0
+            self._in_flight += 1
+        if alone and self._solo_session is not None:
+            session = self._solo_session
         try:
             (logits,) = session.run([self.spec.output_name], batch.as_feeds(self.spec.input_names))
         except Exception as e:  # onnxruntime raises its own untyped errors
             raise BackendError(f"onnx runtime failed on a batch of shape {batch.shape}") from e
+        finally:
+            with self._lock:
+                self._in_flight -= 1
         return batch.readout(logits)

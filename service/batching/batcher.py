@@ -3,7 +3,8 @@
 A batch closes when it holds ``max_pairs`` pairs, ``max_tokens`` tokens, or ``max_wait_s``
 after its oldest pair arrived. Inside a batch pairs are sorted by length (less padding) and,
 when ``sub_batch_pairs`` is set, run as several backend calls, each padded to a multiple of
-``pad_to_multiple``. Padding and each backend call run on an executor thread.
+``pad_to_multiple``. Padding and each backend call run on the batcher's own call threads, one per
+worker, so backend calls never wait behind tokenization on the shared executor (nor it behind them).
 
 What keeps it honest under load and faults:
 
@@ -29,7 +30,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,7 +84,6 @@ class Batcher:
         backend: Backend,
         pad: PadFn,
         settings: BatchingSettings,
-        executor: Executor,
         metrics: Metrics,
         role: str = "ranker",
         model: str = "default",
@@ -96,7 +96,8 @@ class Batcher:
         self.warm_up_item = warm_up_item
         self.pad = pad
         self.settings = settings
-        self.executor = executor
+        self.workers = batch_workers(settings.workers)
+        self.executor = ThreadPoolExecutor(self.workers, thread_name_prefix=f"{model}-{role}-call")
         self.metrics = metrics
         self.role = role
         self.model = model
@@ -127,8 +128,7 @@ class Batcher:
         if not self._tasks:
             # Each worker takes the next batch when its call returns: ``workers`` calls at once.
             self._tasks = [
-                asyncio.create_task(self._run(), name=f"batcher-{self.role}-{n}")
-                for n in range(batch_workers(self.settings.workers))
+                asyncio.create_task(self._run(), name=f"batcher-{self.role}-{n}") for n in range(self.workers)
             ]
 
     async def _warm_up(self) -> None:
@@ -156,6 +156,7 @@ class Batcher:
                 await task
         self._tasks = []
         self.queue.fail_all(NotReady("service is shutting down"))
+        self.executor.shutdown(wait=False, cancel_futures=True)
 
     def available(self) -> bool:
         """False while the circuit breaker is open (``/readyz`` reports 503)."""
@@ -373,7 +374,7 @@ class Batcher:
                 item.future.set_result(item_logits)
 
     def _infer(self, pairs: list[Encoded]) -> np.ndarray:
-        """Pad and run one backend call; executor thread. Returns logits in the order of ``pairs``."""
+        """Pad and run one backend call; a call thread. Returns logits in the order of ``pairs``."""
         started = time.perf_counter()
         batch = self.pad(pairs, pad_to=self._pad_length(pairs))
         out = np.asarray(self.backend.infer(batch), dtype=np.float32).reshape(-1)

@@ -5,14 +5,21 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 from bundle_kinds import is_shared_prefix, per_pair_bundle
 from helpers import serve_in_process
 
 from service.app import create_app
+from service.backends.onnx import OnnxBackend
+from service.model_bundle import load_bundle
 from service.settings import Settings
+from service.tokenization import Turn
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +57,7 @@ SUGAR_LIKE = [
 
 def settings(model_dir: Path, **overrides) -> Settings:
     threads = int(os.environ.get("RANKER_TEST_THREADS", "1"))
-    return Settings(model=model_dir, onnx={"intra_op_threads": threads}, **overrides)
+    return Settings(model=model_dir, **{"onnx": {"intra_op_threads": threads}, **overrides})
 
 
 async def test_the_real_model_ranks_a_situated_request(model_dir: Path) -> None:
@@ -74,8 +81,14 @@ async def test_the_real_model_ranks_a_situated_request(model_dir: Path) -> None:
 
 
 async def test_a_request_scores_the_same_alone_and_among_concurrent_requests(model_dir: Path) -> None:
-    """Within 1e-3 after calibration, however the gateway batches the requests' pairs or sequences."""
-    app = create_app(settings(model_dir, batching={"max_wait_s": 0.05}))
+    """Within 1e-3 after calibration, however the gateway batches the requests' pairs or sequences.
+
+    Alone, a request runs on the backend's solo session (more threads); among others, on the
+    per-call one: the scores must not depend on which.
+    """
+    threads = int(os.environ.get("RANKER_TEST_THREADS", "1"))
+    overrides = {"onnx": {"intra_op_threads": threads, "solo_threads": threads + 1}}
+    app = create_app(settings(model_dir, batching={"max_wait_s": 0.05}, **overrides))
     async with serve_in_process(app) as client:
         alone: dict[tuple[int, int], float] = {}
         for r, request in enumerate(SUGAR_LIKE):
@@ -143,3 +156,41 @@ async def test_the_selector_runs_on_its_own_onnx_session(
     assert sorted(body["statements_used"]) == sorted(set(body["statements_used"]))
     assert 1 <= len(body["statements_used"]) <= 3
     assert f'ranker_batch_pairs_count{{model="{meta["name"]}",role="selector"}} 1.0' in metrics
+
+
+def test_a_call_that_starts_alone_gets_the_solo_session(model_dir: Path) -> None:
+    """The solo session serves a call with no other in flight; an overlapping call gets its own share."""
+    bundle = load_bundle(model_dir)
+    encoder = bundle.pair_encoder()
+    request = SUGAR_LIKE[0]
+    items = encoder.encode_request(
+        [Turn("user", request["context"])], request["situations"], request["candidates"]
+    )
+    batch = encoder.pad(items)
+    backend = OnnxBackend(bundle.ranker, intra_op_threads=1, solo_threads=2)
+    backend.start()
+    calls: list[str] = []
+    first_running, release = threading.Event(), threading.Event()
+
+    class Spy:
+        def __init__(self, session: Any, name: str) -> None:
+            self.session, self.name = session, name
+
+        def run(self, *args: Any) -> Any:
+            calls.append(self.name)
+            if len(calls) == 1:  # hold the first call until the second has started beside it
+                first_running.set()
+                release.wait(10)
+            return self.session.run(*args)
+
+    backend._session = Spy(backend._session, "per-call")  # type: ignore[assignment]
+    backend._solo_session = Spy(backend._solo_session, "solo")  # type: ignore[assignment]
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(backend.infer, batch)
+        assert first_running.wait(10)
+        overlapping = backend.infer(batch)
+        release.set()
+        alone = first.result(10)
+    after = backend.infer(batch)
+    assert calls == ["solo", "per-call", "solo"]
+    assert np.allclose(alone, overlapping, atol=1e-3) and np.allclose(alone, after, atol=1e-6)

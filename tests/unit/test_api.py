@@ -112,7 +112,9 @@ async def test_an_unknown_intent_is_a_422_naming_it(fake_bundle: Path) -> None:
 
 async def test_a_full_queue_is_a_429_with_retry_after(fake_bundle: Path) -> None:
     settings = fake_settings(
-        fake_bundle, fake={"latency_s": 0.3}, batching={"max_pairs": 1, "queue_max_pairs": 3, "max_wait_s": 0}
+        fake_bundle,
+        fake={"latency_s": 0.3},
+        batching={"max_pairs": 1, "queue_max_pairs": 3, "max_wait_s": 0, "workers": 1},
     )
     async with serve_in_process(create_app(settings)) as client:
         await client.post("/rank", json={**BODY, "candidates": ["sure"]})  # the backend speed is measured

@@ -3,7 +3,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -35,9 +34,7 @@ async def make_batcher(backend: FakeBackend, **overrides) -> Batcher:
     # One call at a time (the default runs 2 on a 2-CPU box): these tests count and order calls.
     settings = BatchingSettings(**{"max_wait_s": 0.01, "workers": 1, **overrides})
     backend.start()
-    batcher = Batcher(
-        backend=backend, pad=pad, settings=settings, executor=ThreadPoolExecutor(2), metrics=Metrics()
-    )
+    batcher = Batcher(backend=backend, pad=pad, settings=settings, metrics=Metrics())
     await batcher.start()
     return batcher
 
@@ -147,7 +144,7 @@ async def test_the_breaker_opens_on_repeated_failures_answers_503_and_recovers()
     backend = FakeBackend(fail_every_n_batches=1)
     batcher = Batcher(
         backend=backend, pad=pad, settings=BatchingSettings(max_wait_s=0.0, workers=1),
-        executor=ThreadPoolExecutor(2), metrics=Metrics(),
+        metrics=Metrics(),
         breaker=BreakerSettings(failure_threshold=2, cooldown_s=0.3),
     )  # fmt: skip
     backend.start()

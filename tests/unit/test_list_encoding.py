@@ -86,9 +86,11 @@ def test_cpu_quota_bounds_the_threads(tmp_path):
     (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000")
     assert available_cpus(v1) == 1
     assert intra_op_threads(4, v1) == 1
-    assert batch_workers(0, v1) == 1  # one CPU: one call at a time
+    assert batch_workers(0, v1) == 2  # one CPU: two one-thread calls, one fills the other's gaps
+    assert intra_op_threads(0, v1) == 1
     assert batch_workers(3, v1) == 3  # an explicit setting wins
     (tmp_path / "cpu.max").write_text("400000 100000\n")
     if available_cpus(tmp_path / "absent") >= 2:
-        assert batch_workers(0, tmp_path) == 2
-        assert intra_op_threads(0, tmp_path) == available_cpus(tmp_path) // 2
+        assert batch_workers(0, tmp_path) == 2 * available_cpus(tmp_path)
+        assert intra_op_threads(0, tmp_path) == 1
+        assert intra_op_threads(1, tmp_path) == available_cpus(tmp_path)
