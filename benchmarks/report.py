@@ -19,7 +19,9 @@ Inputs: the SUGAR test split (all 12 statements, 3 candidates per request) when
 For a shared-prefix model (one sequence per request) the CrossEncoder reads the same requests as
 pairs, laid out by the pair encoder; without an fp32 pair checkpoint it is the packaged
 MiniLM-L6 with a fresh one-logit head (same shape and speed; its logits are not compared). The
-report ends with the service's ratios to the raw session and to the CrossEncoder.
+report ends with the service's ratios to the raw session and to the CrossEncoder, and a lone
+request's p50 through the service and on the raw shipped session measured in turns (request by
+request, so both see the same machine; the table's rows are phases minutes apart).
 
     .venv/bin/python benchmarks/report.py                 # a few minutes on 2 cores
     .venv/bin/python benchmarks/report.py --quick         # about a minute, smoke only
@@ -29,6 +31,7 @@ report ends with the service's ratios to the raw session and to the CrossEncoder
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import importlib.util
 import math
@@ -74,6 +77,9 @@ DEFAULT_FP32_ONNX = REPO_ROOT / "build" / "sugar" / "ranker.fp32.onnx"
 SHARED_PREFIX_FP32_ONNX = REPO_ROOT / "build" / "ranker" / "ranker.fp32.onnx"
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "report.md"
 BUILTIN_REQUESTS = 200
+#: Lone requests measured in turns with the raw session, and the pause after each call.
+LONE_REQUESTS = 100
+PAUSE_S = 0.05
 QUICK_REQUESTS = 24
 CROSS_ENCODER = "CrossEncoder fp32 (PyTorch)"
 ORT_FP32 = "raw ORT, fp32 graph"
@@ -352,6 +358,58 @@ def service_points(system: str, rows: Sequence[LoadRow]) -> list[Point]:
     ]
 
 
+@dataclass(frozen=True)
+class LonePair:
+    """A lone request's latency (s) through the service and on the raw session, measured in turns."""
+
+    service: tuple[float, ...]
+    raw: tuple[float, ...]
+
+    def p50_ms(self) -> tuple[float, float]:
+        """Median ms through the service and on the raw session."""
+        return float(np.median(self.service)) * 1000, float(np.median(self.raw)) * 1000
+
+
+async def _lone_turns(url: str, session: Any, bundle: ModelBundle, work: Workload, count: int) -> LonePair:
+    """Each request alone through the service, then its sequence alone on the raw session, in turns.
+
+    Phases measured minutes apart drift with the machine (other tenants, clock): two figures
+    taken in turns, request by request, see the same machine. A pause after each call lets the
+    threads of whichever ran last stop spinning before the other runs.
+    """
+    import aiohttp
+
+    names = [i.name for i in session.get_inputs()]
+    output = session.get_outputs()[0].name
+    encoder = bundle.pair_encoder()
+    service, raw = [], []
+    async with aiohttp.ClientSession(url) as client:
+        for request, encoded in list(zip(work.requests, work.encoded, strict=True))[:count]:
+            feeds = encoder.pad(list(encoded)).as_feeds(names)
+            started = time.perf_counter()
+            async with client.post("/rank", json=request) as response:
+                await response.read()
+                assert response.status == 200, await response.text()
+            service.append(time.perf_counter() - started)
+            await asyncio.sleep(PAUSE_S)
+            started = time.perf_counter()
+            session.run([output], feeds)
+            raw.append(time.perf_counter() - started)
+            await asyncio.sleep(PAUSE_S)
+    return LonePair(tuple(service), tuple(raw))
+
+
+def bench_lone_in_turns(args: argparse.Namespace, bundle: ModelBundle, work: Workload) -> LonePair:
+    """The service at its defaults and the raw shipped session, a lone request at a time, in turns."""
+    session = make_session(bundle.ranker.path, args.threads)
+    _, server, url = bench_service(args.model, 0, [], work.requests, [])
+    try:
+        return asyncio.run(_lone_turns(url, session, bundle, work, LONE_REQUESTS))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def bench_services(args: argparse.Namespace, work: Workload) -> tuple[list[Point], list[str]]:
     """The embedded service, then (``--triton``) the gateway in front of Triton; notes on gaps."""
     # The service at its defaults: workers and threads sized from the CPU quota (service/cpu.py).
@@ -367,7 +425,9 @@ def bench_services(args: argparse.Namespace, work: Workload) -> tuple[list[Point
     return points, notes
 
 
-def ratio_lines(points: Sequence[Point], work: Workload, clients: int = 16) -> list[str]:
+def ratio_lines(
+    points: Sequence[Point], work: Workload, lone_turns: LonePair | None = None, clients: int = 16
+) -> list[str]:
     """The service against the raw shipped session and the CrossEncoder, measured in this run."""
     by = {(p.system, p.concurrency): p for p in points}
     service = by.get((SERVICE, clients))
@@ -394,7 +454,17 @@ def ratio_lines(points: Sequence[Point], work: Workload, clients: int = 16) -> l
     lone, raw_lone = by.get((SERVICE, 1)), by.get((ORT_INT8, 1))
     if lone is not None and raw_lone is not None:
         a, b = lone.latency_ms(50), raw_lone.latency_ms(50)
-        lines.append(f"- A lone request's p50: service {a:.1f} ms, raw session {b:.1f} ms ({a - b:+.1f} ms).")
+        lines.append(
+            f"- A lone request's p50, table rows (phases minutes apart): service {a:.1f} ms, raw session "
+            f"{b:.1f} ms ({a - b:+.1f} ms)."
+        )
+    if lone_turns is not None:
+        a, b = lone_turns.p50_ms()
+        lines.append(
+            f"- **A lone request's p50, measured in turns** ({len(lone_turns.service)} requests, each "
+            f"through the service then on the raw session): service {a:.1f} ms, raw session {b:.1f} ms "
+            f"(**{a - b:+.1f} ms**)."
+        )
     return lines
 
 
@@ -463,8 +533,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     service, service_notes = bench_services(args, work)
     points += service
     notes += service_notes
+    lone_turns = bench_lone_in_turns(args, bundle, work)
 
-    ratios = ratio_lines(points, work)
+    ratios = ratio_lines(points, work, lone_turns)
     print("\n".join(ratios))
     cpu, dims = read_cpu(), model_dims(args, bundle)
     peak = peak_fp32(cpu, threads=args.threads, fma_units=args.fma_units)

@@ -4,11 +4,14 @@ Runs the service (a real ``python -m service`` on loopback) once per setting on 
 requests as ``report.py`` (the SUGAR test requests, all 12 statements, 3 candidates) and prints
 pairs/s and request latency at 1 and 16 clients:
 
-    .venv/bin/python benchmarks/threads.py                       # 1x2 and 2x1 on a 2-core box
-    .venv/bin/python benchmarks/threads.py --settings 1x4,2x2,4x1 --requests 200
+    .venv/bin/python benchmarks/threads.py          # 1x2, 2x1, 4x1 with and without a solo session
+    .venv/bin/python benchmarks/threads.py --settings 1x4,2x2,8x1 --requests 200
 
-``WxT`` is ``--batching.workers W --onnx.intra-op-threads T``. The default (``workers`` 1,
-``intra-op-threads`` 0) means 1 x the container's CPU quota (``service/cpu.py``).
+``WxT`` is ``--batching.workers W --onnx.intra-op-threads T``, with the solo session at its default
+(a call that starts alone gets every CPU); ``WxT/S`` sets ``--onnx.solo-threads S`` too (``/1``:
+no solo session). The defaults (``workers`` 0, ``intra-op-threads`` 0, ``solo-threads`` 0) mean
+two calls per CPU of the container's quota, one thread each, and the quota for a lone call
+(``service/cpu.py``).
 """
 
 from __future__ import annotations
@@ -30,27 +33,30 @@ def main(argv: list[str] | None = None) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--model", type=Path, default=REPO_ROOT / "models" / "dialogue-minilm-l6")
-    parser.add_argument("--settings", default="1x2,2x1", help="WORKERSxTHREADS, comma-separated")
+    parser.add_argument(
+        "--settings", default="1x2/2,2x1/1,2x1,4x1/1,4x1", help="WORKERSxTHREADS[/SOLO], comma-separated"
+    )
     parser.add_argument("--requests", type=int, default=None, help="at most this many (default: all)")
     parser.add_argument("--concurrency", default="1,16")
     args = parser.parse_args(argv)
     work = load_workload(load_bundle(args.model), args.requests)
     levels = [int(c) for c in args.concurrency.split(",")]
     print(f"{work.source}: {len(work.requests)} requests; {available_cpus()} CPUs available")
-    print("| workers x threads | clients | pairs/s | p50 ms | p95 ms |")
+    print("| workers x threads / solo | clients | pairs/s | p50 ms | p95 ms |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for setting in args.settings.split(","):
-        workers, threads = (int(x) for x in setting.split("x"))
-        rows, server, _ = bench_service(
-            args.model, threads, ["--batching.workers", str(workers)], work.requests, levels
-        )
+        split, _, solo = setting.partition("/")
+        workers, threads = (int(x) for x in split.split("x"))
+        extra = ["--batching.workers", str(workers), "--onnx.solo-threads", solo or "0"]
+        rows, server, _ = bench_service(args.model, threads, extra, work.requests, levels)
         server.terminate()
         server.wait(timeout=30)
         for clients, rate, latencies, failed in rows:
             note = f" ({failed} failed)" if failed else ""
             p50, p95 = pct(latencies, 50), pct(latencies, 95)
             print(
-                f"| {workers} x {threads} | {clients} | {rate:.1f}{note} | {p50:.1f} | {p95:.1f} |",
+                f"| {workers} x {threads} / {solo or available_cpus()} | {clients} | {rate:.1f}{note} "
+                f"| {p50:.1f} | {p95:.1f} |",
                 flush=True,
             )
 
