@@ -262,8 +262,9 @@ def describe_machine(cpu: CpuInfo, *, threads: int, packages: Sequence[str], com
     return [
         f"- CPU: {cpu.model}; {cpu.usable_cpus} usable logical CPU(s), {cpu.threads_per_core} thread(s) "
         f"per core; {cpu.mhz:.0f} MHz from {cpu.mhz_source or 'nowhere'}; {' '.join(isa)}.",
-        f"- Threads: {threads} (ONNX Runtime intra-op threads in the sessions, the service and Triton; "
-        "torch.set_num_threads for the CrossEncoder).",
+        f"- Threads: {threads} (ONNX Runtime intra-op threads in the raw sessions and Triton; "
+        "torch.set_num_threads for the CrossEncoder). The embedded service sizes its own from the CPU "
+        "quota (service/cpu.py): two one-thread calls per CPU, every CPU for a call that starts alone.",
         f"- Python {platform.python_version()}; {', '.join(versions)}.",
         f"- Date: {now}; command: `{command}`.",
     ]

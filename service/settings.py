@@ -249,7 +249,11 @@ class Settings(BaseSettings):
         "them (keep it below the orchestrator's grace period).",
     )
     executor_threads: int = Field(
-        4, ge=2, le=256, description="Threads for tokenization and backend calls (off the event loop)."
+        4,
+        ge=2,
+        le=256,
+        description="Threads for tokenization and model loading, off the event loop (each batcher runs its "
+        "backend calls on threads of its own, batching.workers of them).",
     )
     batching: BatchingSettings = Field(default_factory=BatchingSettings)
     breaker: BreakerSettings = Field(default_factory=BreakerSettings)
