@@ -1,20 +1,18 @@
 """Admission by time: refuse at once a request whose pairs cannot be scored before its deadline.
 
 Each batcher measures how fast its backend works (seconds per pair, an exponentially weighted
-mean over backend calls, so it follows the load, the requests' lengths and the hardware). A
-call's seconds are divided by the calls running at once (a batcher's workers share the CPUs), so
-the rate is the backend's, not one call's. The ranker turns a request into backend seconds (its
-statements through the selector, its candidates through the ranker) and keeps a
-:class:`Backlog`: the backend seconds of every request admitted and not yet answered. Both
-models share the same CPU, so that sum, not any one queue's length, is what a new request waits
-for (a request still in the selector stage will put its ranker pairs ahead of a newer one). A
-request whose backlog plus own work does not fit in its remaining time (times a margin for
-estimate error) is refused before any encoding with 429 and a ``Retry-After`` of the seconds
-after which, with no new arrivals, it would fit: a fast, truthful refusal instead of a slow 504.
-The estimate is conservative (calls measured while both models run count their contention
-twice), which costs no throughput: the backlog still holds seconds of work. Until a backend has
-been measured (the batcher warms it up at start) nothing is refused on time, and the batcher
-holds at most about one batch waiting.
+mean over backend calls, so it follows the load, the requests' lengths and the hardware).
+The ranker turns a request into backend seconds (its statements through the selector, its
+candidates through the ranker) and keeps a :class:`Backlog`: the backend seconds of every
+request admitted and not yet answered. Both models share the same CPU, so that sum, not any one
+queue's length, is what a new request waits for (a request still in the selector stage will
+put its ranker pairs ahead of a newer one). A request whose backlog plus own work does not fit in
+its remaining time (times a margin for estimate error) is refused before any encoding with 429
+and a ``Retry-After`` of the seconds after which, with no new arrivals, it would fit: a fast,
+truthful refusal instead of a slow 504. The estimate is conservative (calls measured while both
+models run count their contention twice), which costs no throughput: the backlog still holds
+seconds of work. Until a backend has been measured (the batcher warms it up at start) nothing is
+refused on time, and the batcher holds at most about one batch waiting.
 """
 
 from __future__ import annotations

@@ -343,9 +343,7 @@ class Batcher:
         )
         try:
             with trace.use_span(span, record_exception=False, set_status_on_exception=False):
-                logits = await loop.run_in_executor(
-                    self.executor, self._infer, [item.pair for item in live], self._running
-                )
+                logits = await loop.run_in_executor(self.executor, self._infer, [item.pair for item in live])
         except Exception as e:
             span.set_status(trace.StatusCode.ERROR, type(e).__name__)
             span.end()
@@ -375,12 +373,8 @@ class Batcher:
             if not item.future.done():
                 item.future.set_result(item_logits)
 
-    def _infer(self, pairs: list[Encoded], calls_at_once: int = 1) -> np.ndarray:
-        """Pad and run one backend call; a call thread. Returns logits in the order of ``pairs``.
-
-        ``calls_at_once`` (this one included) share the CPUs: the backend's speed is the call's
-        time divided by them, so admission's wait estimate counts calls that overlap only once.
-        """
+    def _infer(self, pairs: list[Encoded]) -> np.ndarray:
+        """Pad and run one backend call; a call thread. Returns logits in the order of ``pairs``."""
         started = time.perf_counter()
         batch = self.pad(pairs, pad_to=self._pad_length(pairs))
         out = np.asarray(self.backend.infer(batch), dtype=np.float32).reshape(-1)
@@ -389,7 +383,7 @@ class Batcher:
             raise BackendError(f"{self.role} backend returned {out.shape[0]} logits for {outputs} outputs")
         elapsed = time.perf_counter() - started
         padded_tokens = batch.shape[0] * batch.shape[1]
-        self.rate.observe(pairs=outputs, seconds=elapsed / max(1, calls_at_once))
+        self.rate.observe(pairs=outputs, seconds=elapsed)
         m = self.metrics
         m.inference_duration.labels(self.backend.name, self.model, self.role).observe(elapsed)
         m.computed_pairs.labels(self.model, self.role).inc(outputs)
