@@ -9,8 +9,9 @@ queue's length, is what a new request waits for (a request still in the selector
 put its ranker pairs ahead of a newer one). A request whose backlog plus own work does not fit in
 its remaining time (times a margin for estimate error) is refused before any encoding with 429
 and a ``Retry-After`` of the seconds after which, with no new arrivals, it would fit: a fast,
-truthful refusal instead of a slow 504. The estimate is conservative (calls measured while both
-models run count their contention twice), which costs no throughput: the backlog still holds
+truthful refusal instead of a slow 504. The estimate is conservative (a call measured while others
+run beside it, the batcher's other workers or the other model, counts their contention as its
+own), which costs no throughput: the backlog still holds
 seconds of work. Until a backend has been measured (the batcher warms it up at start) nothing is
 refused on time, and the batcher holds at most about one batch waiting.
 """

@@ -19,6 +19,7 @@ import pytest
 from manifests import DEPLOY, OVERLAYS, Manifest, one, render, render_overlays
 from pydantic import BaseModel
 
+from service.cpu import available_cpus, batch_workers, intra_op_threads
 from service.guidelines import Guidelines
 from service.settings import DEFAULT_GUIDELINES, REPO_ROOT, Settings
 
@@ -255,15 +256,22 @@ def test_the_guidelines_config_map_is_mounted_where_ranker_guidelines_points(
     assert Guidelines.from_mapping(json.loads(config_map["data"][key])).allowed == shipped.allowed
 
 
-def test_onnx_runtime_threads_match_the_cpu_overlays_whole_core_request(
-    rendered: dict[str, list[Manifest]], monkeypatch: pytest.MonkeyPatch
+def test_onnx_runtime_threads_follow_the_cpu_overlays_whole_core_limit(
+    rendered: dict[str, list[Manifest]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """The overlay pins no thread count: the service sizes them from the pod's CPU limit (cgroup)."""
     manifests = rendered["cpu"]
     resources = _container(_gateway(manifests))["resources"]
     cores = _cpu_cores(resources["requests"]["cpu"])
     assert cores == int(cores) and _cpu_cores(resources["limits"]["cpu"]) == cores
-    onnx = _settings_from(_settings_env(manifests), monkeypatch).onnx
-    assert onnx.intra_op_threads == cores and onnx.inter_op_threads == 1
+    settings = _settings_from(_settings_env(manifests), monkeypatch)
+    onnx, workers = settings.onnx, settings.batching.workers
+    assert (onnx.intra_op_threads, onnx.solo_threads, workers, onnx.inter_op_threads) == (0, 0, 0, 1)
+    # The kubelet writes the limit to the pod's cgroup as cpu.max: quota and period in microseconds.
+    (tmp_path / "cpu.max").write_text(f"{int(cores * 100_000)} 100000\n")
+    cpus = available_cpus(tmp_path)
+    assert cpus == min(int(cores), available_cpus(tmp_path / "absent"))
+    assert batch_workers(workers, tmp_path) == 2 * cpus and intra_op_threads(workers, tmp_path) == 1
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
