@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -99,7 +100,10 @@ def main(argv: list[str] | None = None) -> dict:
     peek.add_argument("--run")
     given = peek.parse_known_args(argv)[0].run
     config = Path(given or ".") / "config.json"
-    if config.is_file() and json.loads(config.read_text()).get("encoding", {}).get("kind") == "shared-prefix":
+    kind = json.loads(config.read_text()).get("encoding", {}).get("kind") if config.is_file() else None
+    if kind == "pair-design-run":
+        sys.exit(f"{config.parent}: a per-pair design run (training.train --layout pair) is not exported")
+    if kind == "shared-prefix":
         from export import shared_prefix  # a run of training.train: its own graphs and bundle
 
         return shared_prefix.main(argv)

@@ -26,14 +26,17 @@ INPUT_NAMES = ("input_ids", "token_type_ids", "position_ids", "segment_ids")
 OUTPUT_NAME = "token_logits"
 
 
-def attention_bias(segment_ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Additive mask (sequences, 1, length, length): a token sees the prefix and its own segment."""
+def attention_bias(segment_ids: torch.Tensor, dtype: torch.dtype, *, full: bool = False) -> torch.Tensor:
+    """Additive mask (sequences, 1, length, length): a token sees the prefix and its own segment.
+
+    ``full``: every real token sees every real token (one candidate per sequence: a per-pair
+    cross-encoder, whose context is read again with each candidate).
+    """
     keys = segment_ids[:, None, :]
     queries = segment_ids[:, :, None]
+    seen = (keys != PAD_SEGMENT) if full else ((keys == PREFIX_SEGMENT) | (keys == queries))
     # A padding query may see anything (its output is never read; its softmax stays finite).
-    allowed = ((keys == PREFIX_SEGMENT) | (keys == queries)) & (
-        (keys != PAD_SEGMENT) | (queries == PAD_SEGMENT)
-    )
+    allowed = seen & ((keys != PAD_SEGMENT) | (queries == PAD_SEGMENT))
     zero = torch.zeros((), dtype=dtype, device=segment_ids.device)
     blocked = torch.tensor(torch.finfo(dtype).min, dtype=dtype, device=segment_ids.device)
     return torch.where(allowed, zero, blocked)[:, None, :, :]
@@ -42,17 +45,22 @@ def attention_bias(segment_ids: torch.Tensor, dtype: torch.dtype) -> torch.Tenso
 class SharedPrefixRanker(torch.nn.Module):
     """Encoder plus a one-logit linear head applied to every token."""
 
-    def __init__(self, encoder: torch.nn.Module, dropout: float = 0.1) -> None:
+    def __init__(
+        self, encoder: torch.nn.Module, dropout: float = 0.1, *, full_attention: bool = False
+    ) -> None:
         super().__init__()
         self.encoder = encoder
+        # Per-pair design runs (one candidate per sequence, everything attends to everything).
+        self.full_attention = full_attention
         self.dropout = torch.nn.Dropout(dropout)
         self.head = torch.nn.Linear(encoder.config.hidden_size, 1)
 
     @classmethod
-    def load(cls, path: str | Path) -> SharedPrefixRanker:
+    def load(cls, path: str | Path, *, full_attention: bool = False) -> SharedPrefixRanker:
         """From a backbone directory (fresh head) or a checkpoint saved by :meth:`save`."""
         path = Path(path)
-        model = cls(AutoModel.from_pretrained(str(path), add_pooling_layer=False))
+        encoder = AutoModel.from_pretrained(str(path), add_pooling_layer=False)
+        model = cls(encoder, full_attention=full_attention)
         head = path / "head.pt"
         if head.exists():
             model.head.load_state_dict(torch.load(head, map_location="cpu"))
@@ -70,7 +78,7 @@ class SharedPrefixRanker(torch.nn.Module):
             input_ids=input_ids,
             token_type_ids=token_type_ids,
             position_ids=position_ids,
-            attention_mask=attention_bias(segment_ids, torch.float32),
+            attention_mask=attention_bias(segment_ids, torch.float32, full=self.full_attention),
         ).last_hidden_state
         return self.head(self.dropout(hidden)).squeeze(-1)
 

@@ -19,6 +19,11 @@ on the pooled dev lists of every file.
 
 The run directory gets ``ranker/`` (encoder, head, tokenizer), ``calibration.json``,
 ``config.json`` and ``metrics.json``; ``python -m export --run`` makes the model directory.
+
+``--layout pair`` trains the same encoder and head as a per-pair cross-encoder instead (each
+candidate in a sequence of its own with the context, full attention) on the same lists, splits,
+loss and dev metrics: the comparison the shared-prefix design is judged by. Such a run is not
+exported.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import torch
 from tqdm.auto import tqdm
 
 from service.calibration import Calibrator, sigmoid
-from service.list_encoding import ListEncoder
+from service.list_encoding import EncodedList, ListEncoder
 from training import calibrate, metrics
 from training.backbone import (
     backbone_dir,
@@ -49,6 +54,9 @@ from training.backbone import (
 from training.domain_eval import evaluate, group_split
 from training.ranking_data import DataError, RankingList, read_lists
 from training.shared_prefix import SharedPrefixRanker, candidate_means, score_requests, to_tensors
+
+#: How a list is laid out for the encoder (see --layout).
+LAYOUTS = ("shared-prefix", "pair")
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--limit", type=int, default=None, help="first N train lists per file (smoke runs)")
     p.add_argument("--max-steps", type=int, default=None, help="stop after N steps (smoke runs)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default="shared-prefix",
+        help="shared-prefix: the context once, every candidate its own segment (what ships); pair: each "
+        "candidate in its own sequence with the context, full attention (a per-pair cross-encoder, for "
+        "design comparisons: python -m export ships shared-prefix runs only)",
+    )
     return p.parse_args(argv)
 
 
@@ -146,15 +162,23 @@ def encode(encoder: ListEncoder, x: RankingList, rng: random.Random | None = Non
     return encoder.encode_request(x.context, situations, [c.text for c in x.candidates])
 
 
+def list_logits(model, encoder: ListEncoder, sequences: list[list[EncodedList]]) -> torch.Tensor:
+    """(lists, widest list) candidate logits, each list's sequences in order; absent candidates 0."""
+    flat = [s for seqs in sequences for s in seqs]
+    feeds = to_tensors(encoder, flat, device())
+    per_sequence = candidate_means(model(**feeds), feeds["segment_ids"], max(s.candidates for s in flat))
+    rows, start = [], 0
+    for seqs in sequences:
+        rows.append(torch.cat([per_sequence[start + i, : s.candidates] for i, s in enumerate(seqs)]))
+        start += len(seqs)
+    width = max(len(r) for r in rows)
+    return torch.stack([torch.nn.functional.pad(r, (0, width - len(r))) for r in rows])
+
+
 def loss_of(model, encoder: ListEncoder, batch: list[RankingList], args, rng) -> torch.Tensor:
     """ListNet plus pointwise BCE over a batch of lists (candidates padded and masked)."""
-    sequences = [encode(encoder, x, rng, thinned=args.thinned) for x in batch]
-    if any(len(s) != 1 for s in sequences):
-        raise ValueError("a training list must fit one sequence; raise the chunk budgets")
-    flat = [s[0] for s in sequences]
-    feeds = to_tensors(encoder, flat, device())
-    width = max(len(x.candidates) for x in batch)
-    logits = candidate_means(model(**feeds), feeds["segment_ids"], width)
+    logits = list_logits(model, encoder, [encode(encoder, x, rng, thinned=args.thinned) for x in batch])
+    width = logits.shape[1]
     present = torch.zeros(len(batch), width, dtype=torch.bool)
     gains = torch.zeros(len(batch), width)
     targets = torch.zeros(len(batch), width)
@@ -234,15 +258,17 @@ def main(argv: list[str] | None = None) -> dict:
     backbone = Path(args.backbone or backbone_dir())
     train, dev = load_splits(args)
     print("lists:", {n: {"train": len(train[n]), "dev": len(dev[n])} for n in train}, flush=True)
-    # Training lists are one sequence each, however long: the chunk budgets are lifted.
+    # Training lists are one sequence each, however long: the chunk budgets are lifted. The pair
+    # layout puts each candidate in a sequence of its own.
+    pair = args.layout == "pair"
     encoder = ListEncoder.from_file(
         backbone,
         max_prefix_tokens=args.max_prefix_tokens,
         max_candidate_tokens=args.max_candidate_tokens,
         max_chunk_tokens=1 << 16,
-        max_chunk_candidates=1 << 10,
+        max_chunk_candidates=1 if pair else 1 << 10,
     )
-    model = SharedPrefixRanker.load(backbone).to(device())
+    model = SharedPrefixRanker.load(backbone, full_attention=pair).to(device())
     rng = random.Random(args.seed)
     epochs = [epoch_batches(args, train, rng) for _ in range(args.epochs)]
     total = sum(len(e) for e in epochs)
@@ -302,7 +328,7 @@ def main(argv: list[str] | None = None) -> dict:
         "data": [{"file": str(s.path), "name": s.name, "weight": s.weight} for s in args.data],
         "backbone": backbone_label(args.backbone),
         "encoding": {
-            "kind": "shared-prefix",
+            "kind": "shared-prefix" if not pair else "pair-design-run",
             "max_prefix_tokens": args.max_prefix_tokens,
             "max_candidate_tokens": args.max_candidate_tokens,
         },

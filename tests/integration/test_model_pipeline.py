@@ -180,6 +180,44 @@ def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, share
     assert not Path(config["backbone"]).is_absolute()
 
 
+def test_the_pair_layout_reads_the_context_with_each_candidate_and_is_not_exported(tmp_path, shared_data):
+    """--layout pair: a per-pair cross-encoder on the same lists, for design comparisons only."""
+    pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    import torch
+
+    from export.__main__ import main as export_main
+    from service.list_encoding import ListEncoder
+    from training import convert, train
+    from training.backbone import backbone_dir
+    from training.shared_prefix import SharedPrefixRanker, to_tensors
+
+    sugar = tmp_path / "sugar.jsonl"
+    convert.main(["sugar", str(shared_data / "sugar" / "sugar.jsonl"), str(sugar)])
+    out = tmp_path / "run"
+    result = train.main(
+        ["--data", str(sugar), "--out", str(out), "--limit", "8", "--dev-lists", "6", "--max-steps", "1",
+         "--batch-lists", "4", "--max-prefix-tokens", "64", "--max-candidate-tokens", "16",
+         "--layout", "pair"]
+    )  # fmt: skip
+    assert result["steps"] == 1 and result["lists"]["sugar"]["dev"] == 6
+    assert json.loads((out / "config.json").read_text())["encoding"]["kind"] == "pair-design-run"
+    with pytest.raises(SystemExit, match="not exported"):
+        export_main(["--run", str(out)])
+    # Full attention: the context's tokens read the candidate, so a candidate changes them; with the
+    # shared-prefix mask they never do.
+    encoder = ListEncoder.from_file(backbone_dir(), max_prefix_tokens=64, max_candidate_tokens=16)
+    turns, statements = [Turn("user", "Could you open the window?")], ["The window is closed."]
+    for full, changes in ((True, True), (False, False)):
+        model = SharedPrefixRanker.load(backbone_dir(), full_attention=full).eval()
+        prefix = []
+        for candidate in ("Sure, opening it now.", "Pizza is great."):
+            (sequence,) = encoder.encode_request(turns, statements, [candidate])
+            with torch.no_grad():
+                logits = model(**to_tensors(encoder, [sequence], torch.device("cpu")))[0]
+            prefix.append(logits[: sequence.segment_ids.count(0)])
+        assert (not torch.allclose(prefix[0], prefix[1], atol=1e-6)) is changes
+
+
 def test_pairwise_sugar_training_smoke_run_writes_a_usable_run_directory(tmp_path, shared_data):
     pytest.importorskip("torch", reason="training extras (torch) are not installed")
     from service.calibration import Calibrator
