@@ -1,0 +1,37 @@
+"""training.compare_runs: designs grouped from run directories, seeds averaged, gaps in standard errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from training.compare_runs import main, standard_error
+
+
+def run_dir(root: Path, name: str, kind: str, p_at_1: float, ndcg: float) -> Path:
+    run = root / name
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"encoding": {"kind": kind}}))
+    dev = {"sugar": {"lists": 200, "precision_at_1": p_at_1, "ndcg_at_3": ndcg}}
+    (run / "metrics.json").write_text(json.dumps({"dev": dev}))
+    return run
+
+
+def test_designs_are_averaged_over_seeds_and_compared_in_standard_errors(tmp_path: Path) -> None:
+    runs = [
+        run_dir(tmp_path, "a1", "shared-prefix", 0.50, 0.80),
+        run_dir(tmp_path, "b1", "pair-design-run", 0.60, 0.90),
+        run_dir(tmp_path, "a2", "shared-prefix", 0.54, 0.84),
+        run_dir(tmp_path, "b2", "pair-design-run", 0.62, 0.88),
+    ]
+    lines = main([str(r) for r in runs])
+    (shared,) = [line for line in lines if line.startswith("| shared-prefix |")]
+    assert "| 2 | 0.500, 0.540 | 0.520 |" in shared and "| 0.820 |" in shared
+    (pair,) = [line for line in lines if line.startswith("| pair-design-run |")]
+    assert "| 0.610 |" in pair and "| 0.890 |" in pair
+    (gap,) = [line for line in lines if line.startswith("- sugar:")]
+    se = standard_error(0.61, 200)
+    assert f"P@1 -0.090 ({-0.09 / se:+.1f} standard errors)" in gap and "nDCG@3 -0.070" in gap
+    assert standard_error(0.5, 100) == pytest.approx(0.05)
