@@ -53,6 +53,9 @@ class OnnxBackend:
         if missing:
             raise BackendUnavailable(f"{self.spec.path.name} lacks inputs {sorted(missing)}")
         self._solo_session = None if self.solo_threads is None else self._load(self.solo_threads)
+        if self._solo_session is not None:
+            # The batcher's warm-up calls run alone, on the solo session: pay this one's first call.
+            session.run([self.spec.output_name], self._probe().as_feeds(self.spec.input_names))
         self._session = session
         logger.info(
             "onnx session loaded file=%s threads=%d solo_threads=%s",
@@ -76,20 +79,21 @@ class OnnxBackend:
         """Drop the session(s)."""
         self._session = self._solo_session = None
 
+    def _probe(self) -> Batch | ListBatch:
+        """One short pair (or a 3-token prefix and one candidate for a shared-prefix graph)."""
+        if "segment_ids" in self.spec.input_names:
+            segments = np.array([[0, 0, 0, 1, 1]], dtype=np.int64)
+            positions = np.array([[0, 1, 2, 3, 4]], dtype=np.int64)
+            return ListBatch(_PROBE_IDS, segments.clip(0, 1), positions, segments, real_tokens=5)
+        ones = np.ones_like(_PROBE_IDS)
+        return Batch(_PROBE_IDS, ones, np.zeros_like(_PROBE_IDS), real_tokens=int(ones.sum()))
+
     def health(self) -> bool:
         """Run a one-pair probe."""
         if self._session is None:
             return False
-        ones = np.ones_like(_PROBE_IDS)
-        probe: Batch | ListBatch
-        if "segment_ids" in self.spec.input_names:  # a shared-prefix graph: 3 prefix tokens, 1 candidate
-            segments = np.array([[0, 0, 0, 1, 1]], dtype=np.int64)
-            positions = np.array([[0, 1, 2, 3, 4]], dtype=np.int64)
-            probe = ListBatch(_PROBE_IDS, segments.clip(0, 1), positions, segments, real_tokens=5)
-        else:
-            probe = Batch(_PROBE_IDS, ones, np.zeros_like(_PROBE_IDS), real_tokens=int(ones.sum()))
         try:
-            return self.infer(probe).shape == (1,)
+            return self.infer(self._probe()).shape == (1,)
         except (BackendError, BackendUnavailable):
             return False
 
