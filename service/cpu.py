@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 
 CGROUP = Path("/sys/fs/cgroup")
+#: The most concurrent backend calls a batcher runs by default (the setting's own upper bound).
+MAX_WORKERS = 64
 
 
 def _quota_cpus(root: Path = CGROUP) -> float | None:
@@ -52,7 +54,7 @@ def batch_workers(setting: int, root: Path = CGROUP) -> int:
     call per CPU fills those gaps (4 x 1 served about a tenth more candidates/s at 16 clients than
     2 x 1, and half again more than 1 x 2).
     """
-    return setting or 2 * available_cpus(root)
+    return setting or min(MAX_WORKERS, 2 * available_cpus(root))
 
 
 def intra_op_threads(workers: int, root: Path = CGROUP) -> int:

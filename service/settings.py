@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from service.cpu import MAX_WORKERS
+
 #: The repository root, found from the package location so defaults work from any cwd.
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MODEL_DIR = REPO_ROOT / "models" / "dialogue-minilm-l6"
@@ -48,7 +50,7 @@ class BatchingSettings(BaseModel):
     workers: int = Field(
         0,
         ge=0,
-        le=64,
+        le=MAX_WORKERS,
         description="Backend calls each batcher runs at once (0: two per CPU of the container's quota). "
         "With the ONNX backend each call gets the CPUs divided by this many threads, at least one "
         "(onnx.intra_op_threads 0), and a call that starts alone gets them all (onnx.solo_threads). More "

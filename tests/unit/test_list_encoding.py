@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from helpers import write_tiny_tokenizer
 
-from service.cpu import available_cpus, batch_workers, intra_op_threads
+from service.cpu import MAX_WORKERS, available_cpus, batch_workers, intra_op_threads
 from service.list_encoding import PAD_SEGMENT, ListEncoder, candidate_logits
 from service.tokenization import Turn
 
@@ -94,3 +94,5 @@ def test_cpu_quota_bounds_the_threads(tmp_path):
         assert batch_workers(0, tmp_path) == 2 * available_cpus(tmp_path)
         assert intra_op_threads(0, tmp_path) == 1
         assert intra_op_threads(1, tmp_path) == available_cpus(tmp_path)
+    (tmp_path / "cpu.max").write_text("100000000 100000\n")  # a 1,000-CPU quota: capped by the host
+    assert batch_workers(0, tmp_path) == min(MAX_WORKERS, 2 * available_cpus(tmp_path))
