@@ -44,6 +44,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -377,8 +378,6 @@ async def _lone_turns(url: str, session: Any, bundle: ModelBundle, work: Workloa
     taken in turns, request by request, see the same machine. A pause after each call lets the
     threads of whichever ran last stop spinning before the other runs.
     """
-    import aiohttp
-
     names = [i.name for i in session.get_inputs()]
     output = session.get_outputs()[0].name
     encoder = bundle.pair_encoder()

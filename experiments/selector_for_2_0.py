@@ -6,10 +6,10 @@ Model 2.0 ships without a selector: its shared-prefix ranker reads all 12 statem
 a pairwise (request, statement) relevance classifier, as model 1.1.0's selector was, on the train
 groups of the group split (the statement pool: the 12 plus SUGAR's expanded statements; 2
 epochs), then ranks the dev examples that have a bad candidate (the paper's protocol) with the
-shipped 2.0 graph, one sequence per call as served, given: all 12 statements, the gold ones, the
-selector's top k, or those over a logit threshold. Thresholds and k are compared on dev itself, so
-the best row is an optimistic estimate of what a tuned selector would give. Writes
-``runs/selector/dev.json``.
+shipped 2.0 graph, one sequence per call as served (``training.evaluate.Evaluator``), given: all
+12 statements, the gold ones, the selector's top k, or those over a logit threshold. Thresholds
+and k are compared on dev itself, so the best row is an optimistic estimate of what a tuned
+selector would give. Writes ``runs/selector/dev.json``.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import torch
 
 from service.model_bundle import load_bundle
 from service.tokenization import PairEncoder
 from training.backbone import backbone_dir
 from training.domain_eval import group_split
-from training.metrics import ndcg_at_k, precision_at_1
+from training.evaluate import Evaluator
+from training.ranker import ranking_metrics
 from training.selector import encode_selector_data, precision_recall, selector_logits, train_selector
 from training.sugar import SugarExample, load_sugar
 
@@ -50,30 +50,12 @@ def main() -> dict:
     print("selector trained", round(time.time() - started), "s", flush=True)
     logits = selector_logits(model, encoder, dev, "u+S")
 
-    bundle = load_bundle(MODEL)
-    list_encoder = bundle.pair_encoder()
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 2
-    session = ort.InferenceSession(str(bundle.ranker.path), options, providers=["CPUExecutionProvider"])
-    names = [i.name for i in session.get_inputs()]
-    output = session.get_outputs()[0].name
-
-    def rank(e: SugarExample, statements: list[str]) -> list[float]:
-        scores: list[float] = []
-        for sequence in list_encoder.encode_request(e.turns, statements, list(e.candidates)):
-            batch = list_encoder.pad([sequence])
-            scores.extend(batch.readout(session.run([output], batch.as_feeds(names))[0]))
-        return scores
+    ranker = Evaluator(load_bundle(MODEL))  # the shipped graph, one sequence per call as served
 
     def score(choose) -> tuple[float, float]:
-        p1, ndcg = [], []
-        for e, z in zip(dev, logits, strict=True):
-            if not e.has_bad:
-                continue
-            s = rank(e, choose(e, z))
-            p1.append(precision_at_1(s, e.labels))
-            ndcg.append(ndcg_at_k(s, e.labels, 3))
-        return round(float(np.mean(p1)), 3), round(float(np.mean(ndcg)), 3)
+        given = [choose(e, z) for e, z in zip(dev, logits, strict=True)]
+        m = ranking_metrics(ranker.logits(dev, given), dev)
+        return round(m["precision_at_1"], 3), round(m["ndcg_at_3"], 3)
 
     def top(k: int):
         return lambda e, z: [e.statements[i] for i in sorted(np.argsort(-np.asarray(z))[:k])]

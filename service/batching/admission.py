@@ -11,9 +11,9 @@ its remaining time (times a margin for estimate error) is refused before any enc
 and a ``Retry-After`` of the seconds after which, with no new arrivals, it would fit: a fast,
 truthful refusal instead of a slow 504. The estimate is conservative (a call measured while others
 run beside it, the batcher's other workers or the other model, counts their contention as its
-own), which costs no throughput: the backlog still holds
-seconds of work. Until a backend has been measured (the batcher warms it up at start) nothing is
-refused on time, and the batcher holds at most about one batch waiting.
+own), which costs no throughput: the backlog still holds seconds of work. Until a backend has been
+measured (the batcher warms it up at start) nothing is refused on time, and the batcher holds at
+most about one batch waiting.
 """
 
 from __future__ import annotations
