@@ -53,7 +53,13 @@ from training.backbone import (
 )
 from training.domain_eval import evaluate, group_split
 from training.ranking_data import DataError, RankingList, read_lists
-from training.shared_prefix import SharedPrefixRanker, candidate_means, score_requests, to_tensors
+from training.shared_prefix import (
+    HEADS,
+    SharedPrefixRanker,
+    candidate_means,
+    score_requests,
+    to_tensors,
+)
 
 #: How a list is laid out for the encoder (see --layout).
 LAYOUTS = ("shared-prefix", "pair")
@@ -100,6 +106,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--limit", type=int, default=None, help="first N train lists per file (smoke runs)")
     p.add_argument("--max-steps", type=int, default=None, help="stop after N steps (smoke runs)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument(
+        "--head",
+        choices=HEADS,
+        default="cosine",
+        help="token-logit head: cosine (linear plus scale x cosine with the mean prefix state, so the "
+        "fresh model already ranks by the backbone's reply-to-context similarity) or linear",
+    )
     p.add_argument(
         "--layout",
         choices=LAYOUTS,
@@ -198,6 +211,22 @@ def loss_of(model, encoder: ListEncoder, batch: list[RankingList], args, rng) ->
     return listnet + args.pointwise_weight * bce
 
 
+def centre_bias(model: SharedPrefixRanker, encoder: ListEncoder, lists: list[RankingList]) -> float:
+    """Set the head's bias so that the fresh model's mean logit on ``lists`` is the base rate's.
+
+    The cosine head's logits start around scale x 0.5, not 0; the bias learns at the encoder's
+    learning rate, far too slowly to move that, and until it did the pointwise loss would push
+    every cosine down, wearing away the geometry the head is there to keep. Returns the shift.
+    """
+    with torch.no_grad():
+        logits = score_requests(model, encoder, [encode(encoder, x) for x in lists], device())
+        flat = np.concatenate([np.asarray(z) for z in logits])
+        base = np.clip(np.mean([c.appropriate for x in lists for c in x.candidates]), 0.02, 0.98)
+        shift = float(np.log(base / (1 - base)) - flat.mean())
+        model.head.bias += shift
+    return shift
+
+
 def dev_logits(model, encoder: ListEncoder, dev: dict[str, list[RankingList]]) -> dict[str, list[np.ndarray]]:
     """Candidate logits of every dev list, per file."""
     return {
@@ -268,9 +297,12 @@ def main(argv: list[str] | None = None) -> dict:
         max_chunk_tokens=1 << 16,
         max_chunk_candidates=1 if pair else 1 << 10,
     )
-    model = SharedPrefixRanker.load(backbone, full_attention=pair).to(device())
+    model = SharedPrefixRanker.load(backbone, full_attention=pair, head=args.head).to(device())
     rng = random.Random(args.seed)
     epochs = [epoch_batches(args, train, rng) for _ in range(args.epochs)]
+    if args.head == "cosine":
+        first = [x for batch in epochs[0][:8] for x in batch]
+        print(f"cosine head: bias shifted by {centre_bias(model, encoder, first):.3f}", flush=True)
     total = sum(len(e) for e in epochs)
     if args.max_steps:
         total = min(total, args.max_steps)

@@ -118,7 +118,8 @@ def test_dynamically_quantised_graphs_are_declared_one_pair_per_call(model_dir, 
         assert bundle.serving_sub_batch_pairs == 1
 
 
-def test_shared_prefix_export_matches_pytorch_and_a_candidate_ignores_its_list_mates(tmp_path):
+@pytest.mark.parametrize("head", ["linear", "cosine"])
+def test_shared_prefix_export_matches_pytorch_and_a_candidate_ignores_its_list_mates(tmp_path, head):
     """fp32 graph vs PyTorch on mixed-length sequences; a candidate alone vs inside its list."""
     torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
     from export.checks import score_sequences, session
@@ -128,12 +129,20 @@ def test_shared_prefix_export_matches_pytorch_and_a_candidate_ignores_its_list_m
     from training.shared_prefix import SharedPrefixRanker, score_requests
 
     torch.manual_seed(0)
-    SharedPrefixRanker.load(backbone_dir()).save(tmp_path / "ckpt", backbone_dir() / "tokenizer.json")
+    fresh = SharedPrefixRanker.load(backbone_dir(), head=head)
+    if head == "cosine":
+        fresh.cosine_scale.data.fill_(17.0)  # not the initial value: the checkpoint must keep it
+        torch.nn.init.normal_(fresh.head.weight, std=0.05)
+    fresh.save(tmp_path / "ckpt", backbone_dir() / "tokenizer.json")
+    assert (tmp_path / "ckpt" / "cosine.pt").exists() is (head == "cosine")
     encoder = ListEncoder.from_file(backbone_dir(), max_prefix_tokens=96, max_candidate_tokens=32)
     requests = [encoder.encode_request(turns, statements, cands) for turns, statements, cands in REQUESTS]
     graph = session(export_fp32(tmp_path / "ckpt", tmp_path / "model.onnx", encoder))
     onnx_logits = score_sequences(graph, encoder, requests)
     model = SharedPrefixRanker.load(tmp_path / "ckpt").eval()
+    assert model.head_kind == head
+    if head == "cosine":
+        assert float(model.cosine_scale) == 17.0
     torch_logits = score_requests(model, encoder, requests, torch.device("cpu"), batch_sequences=3)
     for got, expected in zip(onnx_logits, torch_logits, strict=True):
         assert np.abs(expected).max() > 1e-3  # not a degenerate all-zero head
@@ -163,7 +172,7 @@ def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, share
     )  # fmt: skip
     for name in ("config.json", "metrics.json", "calibration.json", "reliability_dev.png"):
         assert (out / name).is_file(), name
-    for name in ("model.safetensors", "head.pt", "tokenizer.json"):
+    for name in ("model.safetensors", "head.pt", "cosine.pt", "tokenizer.json"):
         assert (out / "ranker" / name).is_file(), name
     calibration = json.loads((out / "calibration.json").read_text())
     assert 0.0 <= calibration["threshold"] <= 1.0
@@ -216,6 +225,38 @@ def test_the_pair_layout_reads_the_context_with_each_candidate_and_is_not_export
                 logits = model(**to_tensors(encoder, [sequence], torch.device("cpu")))[0]
             prefix.append(logits[: sequence.segment_ids.count(0)])
         assert (not torch.allclose(prefix[0], prefix[1], atol=1e-6)) is changes
+
+
+def test_a_fresh_cosine_head_scores_each_token_by_its_cosine_with_the_mean_prefix_state():
+    """The cosine head's token logit, recomputed by hand: scale x cos(token, mean prefix) + bias."""
+    torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    from service.list_encoding import ListEncoder
+    from training.backbone import backbone_dir
+    from training.shared_prefix import COSINE_SCALE, SharedPrefixRanker, attention_bias, to_tensors
+
+    encoder = ListEncoder.from_file(backbone_dir(), max_prefix_tokens=64, max_candidate_tokens=16)
+    model = SharedPrefixRanker.load(backbone_dir(), head="cosine").eval()
+    assert float(model.cosine_scale) == COSINE_SCALE and float(model.head.weight.abs().max()) == 0.0
+    (sequence,) = encoder.encode_request(
+        [Turn("user", "Could you open the window?")], [], ["Sure, opening it now.", "Pizza is great."]
+    )
+    feeds = to_tensors(encoder, [sequence], torch.device("cpu"))
+    with torch.no_grad():
+        logits = model(**feeds)[0].numpy()
+        hidden = (
+            model.encoder(
+                input_ids=feeds["input_ids"],
+                token_type_ids=feeds["token_type_ids"],
+                position_ids=feeds["position_ids"],
+                attention_mask=attention_bias(feeds["segment_ids"], torch.float32),
+            )
+            .last_hidden_state[0]
+            .numpy()
+        )
+    segments = np.asarray(sequence.segment_ids)
+    prefix = hidden[segments == 0].mean(0)
+    cosine = hidden @ prefix / (np.linalg.norm(hidden, axis=1) * np.linalg.norm(prefix))
+    np.testing.assert_allclose(logits, COSINE_SCALE * cosine + float(model.head.bias), atol=1e-4)
 
 
 def test_pairwise_sugar_training_smoke_run_writes_a_usable_run_directory(tmp_path, shared_data):
