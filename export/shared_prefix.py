@@ -224,11 +224,20 @@ PRECISION = {
     "int8_static": "int8 (static QDQ, MatMul only)",
 }
 
+#: How the model card describes the token head (``training.train --head``).
+HEAD_LINES = {
+    "linear": "A token's logit is a linear head on its final state.",
+    "cosine": "A token's logit is a linear head on its final state plus a learned scale times the "
+    "cosine of that state with the mean prefix state (the reply-to-context similarity the "
+    "backbone was trained for).",
+}
+
 CARD = """# {name} {version}
 
 A dialogue response ranker: a shared-prefix cross-encoder over (conversation + situational
 statements, candidate) that reads the context once per request and scores every candidate from
 its own tokens. Fine-tuned from all-MiniLM-L6-v2 (6 layers, 384 hidden) on the mix below.
+{head_line}
 No statement selector: every statement goes to the ranker, which was trained with distractors.
 
 ## Files
@@ -350,6 +359,7 @@ def write_shared_prefix_bundle(
             threshold=metadata["threshold"],
             data_rows="\n".join(rows),
             dev_table="\n".join(table),
+            head_line=HEAD_LINES[config.get("head", "linear")],
         )
     )
     return out

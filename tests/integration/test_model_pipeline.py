@@ -142,7 +142,7 @@ def test_shared_prefix_export_matches_pytorch_and_a_candidate_ignores_its_list_m
     model = SharedPrefixRanker.load(tmp_path / "ckpt").eval()
     assert model.head_kind == head
     if head == "cosine":
-        assert float(model.cosine_scale) == 17.0
+        assert float(model.cosine_scale.detach()) == 17.0
     torch_logits = score_requests(model, encoder, requests, torch.device("cpu"), batch_sequences=3)
     for got, expected in zip(onnx_logits, torch_logits, strict=True):
         assert np.abs(expected).max() > 1e-3  # not a degenerate all-zero head
@@ -187,6 +187,40 @@ def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, share
         "max_candidate_tokens": 32,
     }
     assert not Path(config["backbone"]).is_absolute()
+    assert config["head"] == "cosine"
+
+    # Interpolated toward the backbone: alpha 1 is the run, alpha 0 the fresh cosine-head model.
+    import torch
+
+    from training import interpolate
+    from training.backbone import backbone_dir
+    from training.shared_prefix import SharedPrefixRanker
+
+    tuned = SharedPrefixRanker.load(out / "ranker")
+    fresh = SharedPrefixRanker.load(backbone_dir(), head="cosine")
+    fresh.head.bias.data.copy_(tuned.head.bias.data)
+    for alpha, expected in ((1.0, tuned), (0.0, fresh)):
+        got = interpolate.interpolated(fresh, tuned, alpha).state_dict()
+        for name, value in expected.state_dict().items():
+            torch.testing.assert_close(got[name], value, msg=name)
+    mixed, held = tmp_path / "mixed", tmp_path / "held.jsonl"
+    held.write_text("".join(sugar.read_text().splitlines(keepends=True)[:20]))
+    found = interpolate.main(
+        ["--run", str(out), "--alphas", "0,1", "--alpha", "0.5", "--out", str(mixed),
+         "--lists", f"held={held}"]
+    )  # fmt: skip
+    assert set(found["alphas"]) == {"0.0", "1.0"} and found["alphas"]["1.0"]["held"]["lists"] == 20
+    assert json.loads((mixed / "config.json").read_text())["interpolation"]["alpha"] == 0.5
+    assert (mixed / "ranker" / "cosine.pt").is_file() and (mixed / "calibration.json").is_file()
+    linear = tmp_path / "linear"
+    train.main(
+        ["--data", str(sugar), "--out", str(linear), "--limit", "4", "--dev-lists", "4",
+         "--max-steps", "1", "--batch-lists", "4", "--max-prefix-tokens", "64",
+         "--max-candidate-tokens", "16", "--head", "linear"]
+    )  # fmt: skip
+    assert not (linear / "ranker" / "cosine.pt").exists()
+    with pytest.raises(SystemExit, match="linear head"):
+        interpolate.main(["--run", str(linear), "--alphas", "0.5"])
 
 
 def test_the_pair_layout_reads_the_context_with_each_candidate_and_is_not_exported(tmp_path, shared_data):
@@ -236,7 +270,7 @@ def test_a_fresh_cosine_head_scores_each_token_by_its_cosine_with_the_mean_prefi
 
     encoder = ListEncoder.from_file(backbone_dir(), max_prefix_tokens=64, max_candidate_tokens=16)
     model = SharedPrefixRanker.load(backbone_dir(), head="cosine").eval()
-    assert float(model.cosine_scale) == COSINE_SCALE and float(model.head.weight.abs().max()) == 0.0
+    assert float(model.cosine_scale.detach()) == COSINE_SCALE and float(model.head.weight.abs().max()) == 0.0
     (sequence,) = encoder.encode_request(
         [Turn("user", "Could you open the window?")], [], ["Sure, opening it now.", "Pizza is great."]
     )

@@ -1,0 +1,169 @@
+"""Interpolate a fine-tuned run's weights back toward the backbone's (WiSE-FT), then re-calibrate.
+
+    python -m training.interpolate --run runs/ranker --alpha 0.6 --out runs/ranker-mixed \
+        --lists dailydialog-pp=runs/data/dailydialog-pp.jsonl
+
+Fine-tuning on a few thousand lists of two domains wears away what all-MiniLM-L6-v2 knew about
+replies in general: the fresh cosine head ranks DailyDialog++ dev replies well, and the further
+training goes the less it does. A weighted average of the two sets of weights, ``(1 - alpha) x
+fresh + alpha x fine-tuned``, keeps much of each (Wortsman et al., "Robust fine-tuning of zero-shot
+models", CVPR 2022, report the same for image classifiers); it costs no training, only scoring.
+
+The fresh model is the backbone with a fresh cosine head whose bias is the run's (the bias was
+centred at the start of training and hardly moves). Only cosine-head runs can be interpolated: a
+fresh linear head ranks at random, so there is nothing to move toward.
+
+Every ``--alphas`` value is scored on the run's dev lists and on each ``--lists`` file (all of
+it: use files no model trained on, such as DailyDialog++ dev, whose licence allows evaluation and
+model selection). ``--alpha`` picks the one written to ``--out``, a run directory like
+``training.train``'s (calibration and threshold re-fitted on the dev lists), which ``python -m
+export --run`` takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+from service.list_encoding import ListEncoder
+from training.backbone import backbone_dir
+from training.domain_eval import evaluate
+from training.ranking_data import RankingList, read_lists
+from training.shared_prefix import SharedPrefixRanker
+from training.train import Source, dev_logits, dev_report, fit_calibration, load_splits
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--run", required=True, help="a training.train run directory (cosine head)")
+    p.add_argument("--alpha", type=float, default=None, help="weight of the fine-tuned model to write")
+    p.add_argument("--alphas", default="", help="comma-separated weights to score side by side")
+    p.add_argument("--out", default=None, help="run directory to write (with --alpha)")
+    p.add_argument("--lists", action="append", default=[], help="NAME=FILE scored in full for each alpha")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    args = p.parse_args(argv)
+    if (args.alpha is None) != (args.out is None):
+        p.error("--alpha and --out go together")
+    for value in [args.alpha, *parse_alphas(args.alphas)]:
+        if value is not None and not 0.0 <= value <= 1.0:
+            p.error(f"alpha must be in [0, 1], got {value}")
+    return args
+
+
+def parse_alphas(text: str) -> list[float]:
+    return [float(a) for a in text.split(",") if a.strip()]
+
+
+def run_backbone(config: dict) -> Path:
+    """The backbone a run started from (the packaged one is recorded by label, not by path)."""
+    recorded = config.get("backbone") or ""
+    return Path(recorded) if recorded and Path(recorded).exists() else backbone_dir()
+
+
+def interpolated(fresh: SharedPrefixRanker, tuned: SharedPrefixRanker, alpha: float) -> SharedPrefixRanker:
+    """A copy of ``tuned`` with every weight at ``(1 - alpha) x fresh + alpha x tuned``."""
+    start, end = fresh.state_dict(), tuned.state_dict()
+    model = SharedPrefixRanker(
+        type(tuned.encoder)(tuned.encoder.config, add_pooling_layer=False), head=tuned.head_kind
+    )
+    mixed = {}
+    for name, value in end.items():
+        if value.is_floating_point():
+            mixed[name] = (1.0 - alpha) * start[name] + alpha * value
+        else:
+            mixed[name] = value.clone()
+    model.load_state_dict(mixed)
+    return model.eval()
+
+
+def score_lists(model: SharedPrefixRanker, encoder: ListEncoder, lists: dict[str, list[RankingList]]) -> dict:
+    """Uncalibrated metrics per file (AUCs and ranks do not depend on calibration)."""
+    return dev_report(lists, dev_logits(model, encoder, lists))
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    run = Path(args.run)
+    config = json.loads((run / "config.json").read_text())
+    tuned = SharedPrefixRanker.load(run / "ranker").eval()
+    if tuned.head_kind != "cosine":
+        raise SystemExit(f"{run}: a {tuned.head_kind} head has no fresh model to interpolate toward")
+    fresh = SharedPrefixRanker.load(run_backbone(config), head="cosine").eval()
+    fresh.head.bias.data.copy_(tuned.head.bias.data)
+    encoding = config["encoding"]
+    encoder = ListEncoder.from_file(
+        run / "ranker",
+        max_prefix_tokens=int(encoding["max_prefix_tokens"]),
+        max_candidate_tokens=int(encoding["max_candidate_tokens"]),
+        max_chunk_tokens=1 << 16,
+        max_chunk_candidates=1 << 10,
+    )
+    split_args = argparse.Namespace(
+        data=[Source(d["name"], Path(d["file"]), d["weight"]) for d in config["data"]],
+        seed=config["seed"],
+        dev_lists=config["dev_lists"],
+        limit=config.get("limit"),
+    )
+    _, dev = load_splits(split_args)
+    extra = {}
+    for item in args.lists:
+        name, _, path = item.partition("=")
+        extra[name] = read_lists(path)
+
+    table = {}
+    for alpha in sorted(set(parse_alphas(args.alphas))):
+        model = interpolated(fresh, tuned, alpha)
+        table[alpha] = {
+            **{f"dev {k}": v for k, v in score_lists(model, encoder, dev).items()},
+            **score_lists(model, encoder, extra),
+        }
+        print(json.dumps({"alpha": alpha, **table[alpha]}), flush=True)
+    if table:
+        print(markdown(table))
+
+    result: dict = {"alphas": {str(a): v for a, v in table.items()}}
+    if args.alpha is not None:
+        out = Path(args.out)
+        model = interpolated(fresh, tuned, args.alpha)
+        logits = dev_logits(model, encoder, dev)
+        fitted = fit_calibration(dev, logits)
+        maps, threshold = fitted["maps"], fitted["threshold"]
+        out.mkdir(parents=True, exist_ok=True)
+        model.save(out / "ranker", run / "ranker" / "tokenizer.json")
+        calibration = {
+            "method": "platt",
+            "maps": {m: c.to_dict() for m, c in maps.items()},
+            "threshold": threshold,
+        }
+        (out / "calibration.json").write_text(json.dumps(calibration, indent=2))
+        config = {**config, "out": str(out), "interpolation": {"from_run": str(run), "alpha": args.alpha}}
+        (out / "config.json").write_text(json.dumps(config, indent=2))
+        calibrated = {
+            name: evaluate(dev[name], [maps["platt"](z) for z in logits[name]], threshold) for name in dev
+        }
+        metrics = json.loads((run / "metrics.json").read_text()) if (run / "metrics.json").exists() else {}
+        result.update({"dev": calibrated, "interpolation": config["interpolation"]})
+        (out / "metrics.json").write_text(json.dumps({**metrics, **result}, indent=2))
+        print(json.dumps({"dev": calibrated}, indent=2))
+    return result
+
+
+def markdown(table: dict[float, dict]) -> str:
+    """Alpha x (file, metric) for the metrics that the file has."""
+    keys = ("precision_at_1", "ndcg_at_3", "r1_of_10", "auc_adversarial", "auc_random")
+    first = next(iter(table.values()))
+    columns = [(name, k) for name, m in first.items() for k in keys if m.get(k) is not None]
+    head = "| alpha | " + " | ".join(f"{name} {k}" for name, k in columns) + " |"
+    rows = [head, "|" + " --- |" * (len(columns) + 1)]
+    for alpha, m in table.items():
+        rows.append(f"| {alpha:g} | " + " | ".join(f"{m[name][k]:.3f}" for name, k in columns) + " |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    main()
