@@ -42,12 +42,16 @@ report: $(VENV)/.dev-deps
 
 SHARED ?= ../shared/data
 DATA ?= runs/data
+TUNED ?= runs/ranker-tuned
 RUN ?= runs/ranker
 MODEL_DIR ?= models/dialogue-minilm-l6
 # Training mix (FILE:WEIGHT = passes over its train lists per epoch): see README "Training".
 MIX ?= --data $(DATA)/sugar.jsonl:2 --data $(DATA)/topical-chat.jsonl:0.08
+# Weight of the fine-tuned run against the fresh cosine-head model (see README "Training").
+ALPHA ?= 0.9
 
-# Convert the shared data to ranking lists, train the shared-prefix ranker on the mix, export the
+# Convert the shared data to ranking lists, train the shared-prefix ranker on the mix, interpolate
+# it toward the fresh cosine-head model (ALPHA, see training/interpolate.py), export the
 # graphs (fp32, dynamic and static int8, measured side by side; the fastest that holds dev P@1
 # ships), then evaluate per domain on held-out lists (DailyDialog++: evaluation only).
 model: $(VENV)/.dev-deps
@@ -55,7 +59,8 @@ model: $(VENV)/.dev-deps
 	$(BIN)/python -m training.convert sugar $(SHARED)/sugar/sugar.jsonl $(DATA)/sugar.jsonl
 	$(BIN)/python -m training.convert topical-chat $(SHARED)/topical_chat $(DATA)/topical-chat.jsonl
 	$(BIN)/python -m training.convert dailydialog-pp $(SHARED)/dailydialog_pp/dev.jsonl $(DATA)/dailydialog-pp.jsonl
-	HF_HUB_OFFLINE=1 $(BIN)/python -m training.train $(MIX) --out $(RUN)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m training.train $(MIX) --out $(TUNED)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m training.interpolate --run $(TUNED) --alpha $(ALPHA) --out $(RUN)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m export --run $(RUN) --out $(MODEL_DIR)
 	$(BIN)/python -m training.domain_eval --model $(MODEL_DIR) --split test \
 		--lists sugar=$(DATA)/sugar.jsonl --lists topical-chat=$(DATA)/topical-chat.jsonl \
