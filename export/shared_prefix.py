@@ -232,6 +232,18 @@ HEAD_LINES = {
     "backbone was trained for).",
 }
 
+
+def interpolation_line(config: dict[str, Any]) -> str:
+    """The card's sentence on ``training.interpolate``, when the run was interpolated."""
+    alpha = (config.get("interpolation") or {}).get("alpha")
+    if alpha is None:
+        return ""
+    return (
+        f"\nThe weights are {alpha:g} x the fine-tuned model's plus {1 - alpha:g} x the untrained model's "
+        "(`python -m training.interpolate`), which keeps more of what the backbone knew about replies."
+    )
+
+
 CARD = """# {name} {version}
 
 A dialogue response ranker: a shared-prefix cross-encoder over (conversation + situational
@@ -259,7 +271,7 @@ service abstains when no candidate reaches {threshold:.3f}.
 
 Lists are split by group (dialogue) with a stable hash: 70% train, 15% dev, 15% test. Dev lists
 choose the epoch and fit the calibration; test lists are read only by the evaluation CLI.
-DailyDialog++ (CC BY-NC-SA) is used for evaluation only.
+DailyDialog++ (CC BY-NC-SA) is used for evaluation and model selection only.
 
 ## Dev metrics (shipped graph, calibrated)
 {dev_table}
@@ -359,7 +371,7 @@ def write_shared_prefix_bundle(
             threshold=metadata["threshold"],
             data_rows="\n".join(rows),
             dev_table="\n".join(table),
-            head_line=HEAD_LINES[config.get("head", "linear")],
+            head_line=HEAD_LINES[config.get("head", "linear")] + interpolation_line(config),
         )
     )
     return out

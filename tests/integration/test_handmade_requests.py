@@ -4,10 +4,10 @@ Written by hand (not from any dataset): situated requests, open chat turns from 
 generators, and customer-service turns with an intent. Each case asserts that the person's pick
 ranks first through ``POST /rank`` on the real model (ONNX Runtime, in process).
 
-The shipped model 2.0.0 gets 8 of the 13 right (model 1.1.0 got 3). Its misses are listed in
-``KNOWN_MISSES`` and marked strict xfail: they are asserted like the others, reported as expected
-failures, and a model that gets one right makes that case fail until the list is updated, so the
-count in the README stays true.
+The shipped model 2.1.0 gets 11 of the 20 right (model 2.0.0 got 12, and of the first 13 cases
+2.0.0 got 8 and 1.1.0 got 3). Its misses are listed in ``KNOWN_MISSES`` and marked strict xfail:
+they are asserted like the others, reported as expected failures, and a model that gets one right
+makes that case fail until the list is updated, so the count in the README stays true.
 """
 
 from __future__ import annotations
@@ -93,6 +93,32 @@ CASES = [
         situations=["The user has a team meeting at 10 am.", "It is 9:40 am now."],
     ),
     _case(
+        "dinner-allergy",
+        "What should I cook for dinner tonight?",
+        [
+            "Try a peanut butter noodle dish!",
+            "How about a stir-fry with the chicken and rice in your fridge?",
+            "Dinner is the evening meal.",
+        ],
+        1,
+        situations=[
+            "The user is allergic to peanuts.",
+            "There is chicken and rice in the fridge.",
+            "It is Tuesday.",
+        ],
+    ),
+    _case(
+        "dark-room-reading",
+        "I want to read my book.",
+        [
+            "Books are made of paper.",
+            "Sorry, I can't.",
+            "Shall I turn on the lamp on the desk so you can see?",
+        ],
+        2,
+        situations=["The room is dark.", "The lamp is on the desk.", "The user is wearing glasses."],
+    ),
+    _case(
         "open-chat-trip",
         _turns("Hi! How was your weekend?", "Great, I just got back from a trip to Paris!", first="bot"),
         [
@@ -129,6 +155,36 @@ CASES = [
             "Congratulations!",
             "Oh no, I am sorry to hear that. Many people pass on their second try, you will get it.",
             "Driving tests are taken at the DMV.",
+        ],
+        1,
+    ),
+    _case(
+        "open-chat-job",
+        _turns("What do you do for a living?", "I am a nurse at the city hospital.", first="bot"),
+        [
+            "What do you do for a living?",
+            "Bananas are rich in potassium.",
+            "That must be demanding work. Do you often have night shifts?",
+        ],
+        2,
+    ),
+    _case(
+        "open-chat-birthday",
+        _turns("Today is my birthday!"),
+        [
+            "I am sorry for your loss.",
+            "Happy birthday! Are you doing anything special to celebrate?",
+            "Birthdays happen once a year.",
+        ],
+        1,
+    ),
+    _case(
+        "open-chat-saxophone",
+        _turns("What kind of music do you like?", "Mostly jazz. I play the saxophone.", first="bot"),
+        [
+            "Goodbye.",
+            "Wow, how long have you been playing the saxophone?",
+            "What kind of music do you like?",
         ],
         1,
     ),
@@ -184,12 +240,46 @@ CASES = [
         ],
         1,
     ),
+    _case(
+        "service-cancel",
+        [{"speaker": "customer", "text": "I would like to cancel my premium subscription."}],
+        [
+            "Thanks for upgrading your subscription!",
+            "Our premium subscription includes free shipping.",
+            "I can help with that. May I have your username so I can find your subscription?",
+        ],
+        2,
+    ),
+    _case(
+        "service-exchange",
+        [
+            {"speaker": "customer", "text": "The shirt I received is the wrong size."},
+            {"speaker": "agent", "text": "Sorry about that! Would you like an exchange or a refund?"},
+            {"speaker": "customer", "text": "An exchange for a medium, please."},
+        ],
+        [
+            "Would you like to hear about our new shoes?",
+            "Sure, I will set up an exchange for a medium. Could I have your order ID?",
+            "The shirt I received is the wrong size.",
+        ],
+        1,
+    ),
 ]
 
 
-#: Cases model 2.0.0 gets wrong (the person's pick is not first), and the service abstaining on the
+#: Cases model 2.1.0 gets wrong (the person's pick is not first), and the service abstaining on the
 #: hot-room request. Update with the README's count when the shipped model changes.
-KNOWN_MISSES = {"late-for-meeting", "open-chat-dog", "open-chat-movie", "open-chat-sad", "service-thanks"}
+KNOWN_MISSES = {
+    "hot-room",
+    "late-for-meeting",
+    "open-chat-sad",
+    "open-chat-job",
+    "open-chat-birthday",
+    "open-chat-saxophone",
+    "service-thanks",
+    "service-cancel",
+    "service-exchange",
+}
 HOT_ROOM_ABSTAINS = True
 
 
@@ -197,7 +287,7 @@ def _with_known_misses(cases):
     marked = []
     for case in cases:
         if case.id in KNOWN_MISSES:
-            reason = "model 2.0.0 does not rank the person's pick first"
+            reason = "model 2.1.0 does not rank the person's pick first"
             case = pytest.param(*case.values, id=case.id, marks=pytest.mark.xfail(strict=True, reason=reason))
         marked.append(case)
     return marked
@@ -237,7 +327,7 @@ def test_the_person_s_pick_ranks_first(results, body, pick, request):
     assert top["id"] == _picked_id(body, pick), (name, answer["ranking"])
 
 
-@pytest.mark.xfail(HOT_ROOM_ABSTAINS, strict=True, reason="model 2.0.0 ranks the window first but abstains")
+@pytest.mark.xfail(HOT_ROOM_ABSTAINS, strict=True, reason="model 2.1.0 ranks pizza first and abstains")
 def test_the_hot_room_request_does_not_abstain(results):
     """The window is a good answer: the service must not abstain on it."""
     assert results["hot-room"]["abstain"] is False, results["hot-room"]
