@@ -32,7 +32,7 @@ from service.list_encoding import EncodedList, ListEncoder
 from training.domain_eval import evaluate
 from training.ranking_data import RankingList
 from training.shared_prefix import INPUT_NAMES, OUTPUT_NAME, SharedPrefixRanker, score_requests
-from training.train import Source, dev_report, fit_calibration, load_splits
+from training.train import dev_report, fit_calibration, run_dev_lists
 
 #: Shipped encoding budgets on top of the run's: how a long candidate list is cut into sequences.
 MAX_CHUNK_TOKENS = 1024
@@ -118,13 +118,7 @@ def main(argv: list[str] | None = None) -> dict:
         max_chunk_tokens=MAX_CHUNK_TOKENS,
         max_chunk_candidates=MAX_CHUNK_CANDIDATES,
     )
-    split_args = argparse.Namespace(
-        data=[Source(d["name"], Path(d["file"]), d["weight"]) for d in config["data"]],
-        seed=config["seed"],
-        dev_lists=config["dev_lists"],
-        limit=config.get("limit"),
-    )
-    _, dev = load_splits(split_args)
+    dev = run_dev_lists(config)
     dev_requests = {
         name: [encoder.encode_request(x.context, x.situations, [c.text for c in x.candidates]) for x in lists]
         for name, lists in dev.items()

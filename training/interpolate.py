@@ -33,7 +33,7 @@ from training.backbone import backbone_dir
 from training.domain_eval import evaluate
 from training.ranking_data import RankingList, read_lists
 from training.shared_prefix import SharedPrefixRanker
-from training.train import Source, dev_logits, dev_report, fit_calibration, load_splits
+from training.train import dev_logits, dev_report, fit_calibration, run_dev_lists
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -103,13 +103,7 @@ def main(argv: list[str] | None = None) -> dict:
         max_chunk_tokens=1 << 16,
         max_chunk_candidates=1 << 10,
     )
-    split_args = argparse.Namespace(
-        data=[Source(d["name"], Path(d["file"]), d["weight"]) for d in config["data"]],
-        seed=config["seed"],
-        dev_lists=config["dev_lists"],
-        limit=config.get("limit"),
-    )
-    _, dev = load_splits(split_args)
+    dev = run_dev_lists(config)
     extra = {}
     for item in args.lists:
         name, _, path = item.partition("=")

@@ -144,6 +144,17 @@ def load_splits(
     return train, dev
 
 
+def run_dev_lists(config: dict[str, Any]) -> dict[str, list[RankingList]]:
+    """The dev lists a run was scored and calibrated on, from its ``config.json``."""
+    split_args = argparse.Namespace(
+        data=[Source(d["name"], Path(d["file"]), d["weight"]) for d in config["data"]],
+        seed=config["seed"],
+        dev_lists=config["dev_lists"],
+        limit=config.get("limit"),
+    )
+    return load_splits(split_args)[1]
+
+
 def epoch_batches(
     args: argparse.Namespace, train: dict[str, list[RankingList]], rng: random.Random
 ) -> list[list[RankingList]]:
