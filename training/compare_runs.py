@@ -3,7 +3,8 @@
     python -m training.compare_runs runs/design/shared-prefix-s13 runs/design/shared-prefix-s14 \
         runs/design/pair-s13 runs/design/pair-s14
 
-A design is the run's layout (``encoding.kind`` in its ``config.json``); its seeds are averaged.
+A design is the run's layout (``encoding.kind`` in its ``config.json``) and token head (``head``);
+its seeds are averaged.
 Per dev file it prints each seed's P@1 and nDCG@3 (the kept epoch, from ``metrics.json``), their
 mean, and the standard error of P@1 on that many dev lists (binomial, ``sqrt(p(1-p)/n)``), then
 each design's mean against the first design's: a difference within one standard error is not a
@@ -23,8 +24,13 @@ METRICS = ("precision_at_1", "ndcg_at_3")
 
 
 def design_of(run: Path) -> str:
-    """The run's layout: ``shared-prefix``, ``pair-design-run``..."""
-    return str(json.loads((run / "config.json").read_text())["encoding"]["kind"])
+    """The run's layout (``shared-prefix``, ``pair-design-run``...), and its head when not linear.
+
+    Runs made before ``--head`` existed have no ``head`` in their config: they are linear.
+    """
+    config = json.loads((run / "config.json").read_text())
+    head = config.get("head", "linear")
+    return str(config["encoding"]["kind"]) + ("" if head == "linear" else f", {head} head")
 
 
 def dev_metrics(run: Path) -> dict[str, dict]:

@@ -10,10 +10,11 @@ import pytest
 from training.compare_runs import main, standard_error
 
 
-def run_dir(root: Path, name: str, kind: str, p_at_1: float, ndcg: float) -> Path:
+def run_dir(root: Path, name: str, kind: str, p_at_1: float, ndcg: float, head: str | None = None) -> Path:
     run = root / name
     run.mkdir()
-    (run / "config.json").write_text(json.dumps({"encoding": {"kind": kind}}))
+    config = {"encoding": {"kind": kind}} | ({"head": head} if head else {})
+    (run / "config.json").write_text(json.dumps(config))
     dev = {"sugar": {"lists": 200, "precision_at_1": p_at_1, "ndcg_at_3": ndcg}}
     (run / "metrics.json").write_text(json.dumps({"dev": dev}))
     return run
@@ -35,3 +36,16 @@ def test_designs_are_averaged_over_seeds_and_compared_in_standard_errors(tmp_pat
     se = standard_error(0.61, 200)
     assert f"P@1 -0.090 ({-0.09 / se:+.1f} standard errors)" in gap and "nDCG@3 -0.070" in gap
     assert standard_error(0.5, 100) == pytest.approx(0.05)
+
+
+def test_a_run_s_token_head_is_part_of_its_design(tmp_path: Path) -> None:
+    runs = [
+        run_dir(tmp_path, "old", "shared-prefix", 0.50, 0.80),
+        run_dir(tmp_path, "linear", "shared-prefix", 0.52, 0.82, head="linear"),
+        run_dir(tmp_path, "cosine", "shared-prefix", 0.66, 0.90, head="cosine"),
+    ]
+    lines = main([str(r) for r in runs])
+    (linear,) = [line for line in lines if line.startswith("| shared-prefix |")]
+    assert "| 2 | 0.500, 0.520 | 0.510 |" in linear
+    (cosine,) = [line for line in lines if line.startswith("| shared-prefix, cosine head |")]
+    assert "| 1 | 0.660 | 0.660 |" in cosine
