@@ -29,10 +29,9 @@ from export import onnx_graph, quantize
 from export.checks import score_sequences, session
 from service.calibration import Calibrator
 from service.list_encoding import EncodedList, ListEncoder
-from training.domain_eval import evaluate
 from training.ranking_data import RankingList
 from training.shared_prefix import INPUT_NAMES, OUTPUT_NAME, SharedPrefixRanker, score_requests
-from training.train import dev_report, fit_calibration, run_dev_lists
+from training.train import calibrated_report, dev_report, fit_calibration, run_dev_lists
 
 #: Shipped encoding budgets on top of the run's: how a long candidate list is cut into sequences.
 MAX_CHUNK_TOKENS = 1024
@@ -186,14 +185,7 @@ def main(argv: list[str] | None = None) -> dict:
     report["shipped"] = shipped
     print("shipping", shipped, flush=True)
     fitted = fit_calibration(dev, logits_by_variant[shipped])
-    calibrated = {
-        name: evaluate(
-            dev[name],
-            [fitted["maps"]["platt"](z) for z in logits_by_variant[shipped][name]],
-            fitted["threshold"],
-        )
-        for name in dev
-    }
+    calibrated = calibrated_report(dev, logits_by_variant[shipped], fitted)
     (build / "export_report.json").write_text(json.dumps(report, indent=2))
     out = write_shared_prefix_bundle(
         Path(args.out),

@@ -23,6 +23,7 @@ export --run`` takes.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 from pathlib import Path
 
@@ -30,10 +31,16 @@ import torch
 
 from service.list_encoding import ListEncoder
 from training.backbone import backbone_dir
-from training.domain_eval import evaluate
 from training.ranking_data import RankingList, read_lists
 from training.shared_prefix import SharedPrefixRanker
-from training.train import dev_logits, dev_report, fit_calibration, run_dev_lists
+from training.train import (
+    calibrated_report,
+    dev_logits,
+    dev_report,
+    fit_calibration,
+    run_dev_lists,
+    write_calibration,
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -66,9 +73,7 @@ def run_backbone(config: dict) -> Path:
 def interpolated(fresh: SharedPrefixRanker, tuned: SharedPrefixRanker, alpha: float) -> SharedPrefixRanker:
     """A copy of ``tuned`` with every weight at ``(1 - alpha) x fresh + alpha x tuned``."""
     start, end = fresh.state_dict(), tuned.state_dict()
-    model = SharedPrefixRanker(
-        type(tuned.encoder)(tuned.encoder.config, add_pooling_layer=False), head=tuned.head_kind
-    )
+    model = copy.deepcopy(tuned)  # same encoder class, head and attention layout as the run
     mixed = {}
     for name, value in end.items():
         if value.is_floating_point():
@@ -126,20 +131,12 @@ def main(argv: list[str] | None = None) -> dict:
         model = interpolated(fresh, tuned, args.alpha)
         logits = dev_logits(model, encoder, dev)
         fitted = fit_calibration(dev, logits)
-        maps, threshold = fitted["maps"], fitted["threshold"]
         out.mkdir(parents=True, exist_ok=True)
         model.save(out / "ranker", run / "ranker" / "tokenizer.json")
-        calibration = {
-            "method": "platt",
-            "maps": {m: c.to_dict() for m, c in maps.items()},
-            "threshold": threshold,
-        }
-        (out / "calibration.json").write_text(json.dumps(calibration, indent=2))
+        write_calibration(out / "calibration.json", fitted)
         config = {**config, "out": str(out), "interpolation": {"from_run": str(run), "alpha": args.alpha}}
         (out / "config.json").write_text(json.dumps(config, indent=2))
-        calibrated = {
-            name: evaluate(dev[name], [maps["platt"](z) for z in logits[name]], threshold) for name in dev
-        }
+        calibrated = calibrated_report(dev, logits, fitted)
         metrics = json.loads((run / "metrics.json").read_text()) if (run / "metrics.json").exists() else {}
         result.update({"dev": calibrated, "interpolation": config["interpolation"]})
         (out / "metrics.json").write_text(json.dumps({**metrics, **result}, indent=2))

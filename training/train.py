@@ -287,6 +287,24 @@ def fit_calibration(
     }
 
 
+def calibrated_report(
+    dev: dict[str, list[RankingList]], logits: dict[str, list[np.ndarray]], fitted: dict[str, Any]
+) -> dict[str, dict]:
+    """Metrics per file on probabilities from ``fitted`` (:func:`fit_calibration`), at its threshold."""
+    platt = fitted["maps"]["platt"]
+    return {name: evaluate(dev[name], [platt(z) for z in logits[name]], fitted["threshold"]) for name in dev}
+
+
+def write_calibration(path: Path, fitted: dict[str, Any]) -> None:
+    """A run's ``calibration.json``: every fitted map (Platt in use) and the abstention threshold."""
+    calibration = {
+        "method": "platt",
+        "maps": {m: c.to_dict() for m, c in fitted["maps"].items()},
+        "threshold": fitted["threshold"],
+    }
+    path.write_text(json.dumps(calibration, indent=2))
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     if args.threads:
@@ -346,7 +364,7 @@ def main(argv: list[str] | None = None) -> dict:
     # Calibration and the abstention threshold on the pooled dev lists of every file.
     logits = dev_logits(model, encoder, dev)
     fitted = fit_calibration(dev, logits, keep_identity=True)
-    maps, threshold, abstain_acc = fitted["maps"], fitted["threshold"], fitted["abstention_accuracy"]
+    maps, abstain_acc = fitted["maps"], fitted["abstention_accuracy"]
     flat, outcomes = fitted["logits"], fitted["outcomes"]
     calibrate.reliability_diagram(
         {
@@ -356,16 +374,9 @@ def main(argv: list[str] | None = None) -> dict:
         out / "reliability_dev.png",
         title="Ranker calibration, pooled dev lists",
     )
-    calibrated = {
-        name: evaluate(dev[name], [maps["platt"](z) for z in logits[name]], threshold) for name in dev
-    }
+    calibrated = calibrated_report(dev, logits, fitted)
     model.save(out / "ranker", backbone / "tokenizer.json")
-    calibration = {
-        "method": "platt",
-        "maps": {m: c.to_dict() for m, c in maps.items()},
-        "threshold": threshold,
-    }
-    (out / "calibration.json").write_text(json.dumps(calibration, indent=2))
+    write_calibration(out / "calibration.json", fitted)
     config = {
         **vars(args),
         "data": [{"file": str(s.path), "name": s.name, "weight": s.weight} for s in args.data],
