@@ -10,7 +10,10 @@
   turn (label 1) against negatives mined to look right on the surface, each named in its
   ``generator``: ``context`` (one of the context's own earlier turns, repeated), ``nearby`` (a
   turn of the same conversation a few turns away), ``same-entity`` (a turn of another
-  conversation about one of the same entities), ``random``. Half the lists (seeded) carry as
+  conversation about one of the same entities), ``random``; and, when ``--negatives`` asks for
+  them, ``echo`` (the partner's last turn, repeated) and ``overlap`` (a turn of another
+  conversation among the 10 whose words, TF-IDF weighted, are nearest the last two turns: it
+  reuses the context's words without answering it). Half the lists (seeded) carry as
   situations the lead sentences of the wiki sections the responder read about its entities.
   The responder is ``bot``, its partner ``user``. Community Data License Agreement - Sharing 1.0:
   a model trained on it may ship.
@@ -31,12 +34,19 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+from sklearn.feature_extraction.text import TfidfVectorizer
+
 from service.tokenization import Turn
 from training.ranking_data import Candidate, RankingList, write_lists
 
 TOPICAL_CHAT_SPLITS = ("valid_freq", "valid_rare", "test_freq", "test_rare")
-#: Topical-Chat negatives per list, by kind: 9 in all, so a list is "1 of 10".
+#: Topical-Chat negatives per list, by kind: 9 in all, so a list is "1 of 10". The evaluation
+#: lists use this mix; ``--negatives`` writes other mixes (e.g. for training) from the same turns.
 NEGATIVES = {"context": 2, "nearby": 3, "same-entity": 2, "random": 2}
+NEGATIVE_KINDS = ("echo", "context", "nearby", "same-entity", "overlap", "random")
+#: ``overlap`` negatives are drawn from this many nearest turns of other conversations.
+OVERLAP_POOL = 10
 #: Context turns kept before the next turn (older ones add length, not signal).
 MAX_CONTEXT_TURNS = 6
 #: Wiki lead sentences given as situations, when a list gets them.
@@ -95,8 +105,49 @@ def _take(
         out.append(Candidate(text, 0, kind))
 
 
-def convert_topical_chat(directory: Path, *, seed: int = 0) -> Iterator[RankingList]:
+def parse_negatives(text: str) -> dict[str, int]:
+    """``KIND:N,KIND:N,...`` (kinds from :data:`NEGATIVE_KINDS`) as a negative mix."""
+    mix: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        kind, _, count = part.partition(":")
+        if kind not in NEGATIVE_KINDS or not count.isdigit():
+            raise argparse.ArgumentTypeError(
+                f"--negatives takes KIND:N,... with KIND in {', '.join(NEGATIVE_KINDS)}; got {part!r}"
+            )
+        mix[kind] = int(count)
+    if sum(mix.values()) < 1:
+        raise argparse.ArgumentTypeError("--negatives needs at least one negative")
+    return mix
+
+
+def overlap_neighbours(
+    queries: list[str], docs: list[str], doc_group: np.ndarray, query_group: np.ndarray, k: int
+) -> np.ndarray:
+    """For each query, the ``k`` docs of other groups nearest in TF-IDF cosine (row-wise indices).
+
+    scikit-learn's vectorizer does the weighting; the search is a chunked sparse product, since
+    its nearest-neighbour classes cannot exclude a query's own conversation.
+    """
+    vectorizer = TfidfVectorizer(stop_words="english", sublinear_tf=True, dtype=np.float32)
+    doc_matrix = vectorizer.fit_transform(docs)
+    query_matrix = vectorizer.transform(queries)
+    k = min(k, len(docs))
+    out = np.zeros((len(queries), k), dtype=np.int64)
+    for start in range(0, len(queries), 512):
+        rows = slice(start, start + 512)
+        scores = (query_matrix[rows] @ doc_matrix.T).toarray()
+        scores[query_group[rows, None] == doc_group[None, :]] = -1.0
+        top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        order = np.argsort(-np.take_along_axis(scores, top, axis=1), axis=1, kind="stable")
+        out[rows] = np.take_along_axis(top, order, axis=1)
+    return out
+
+
+def convert_topical_chat(
+    directory: Path, *, seed: int = 0, negatives: dict[str, int] | None = None
+) -> Iterator[RankingList]:
     """Topical-Chat turns as ranking lists with mined negatives (see the module doc)."""
+    mix = dict(NEGATIVES if negatives is None else negatives)
     rng = random.Random(seed)
     wiki = json.loads((directory / "wiki.json").read_text(encoding="utf-8"))
     wiki_text = {kind: {int(i): text for text, i in table.items()} for kind, table in wiki.items()}
@@ -127,6 +178,20 @@ def convert_topical_chat(directory: Path, *, seed: int = 0) -> Iterator[RankingL
         for entity in sorted(set().union(*per_agent.values())):
             by_entity[entity].append(conv_id)
     conv_ids = list(conversations)
+    # Every (conversation, turn) the lists are built from, in the order they are built.
+    slots = [(c, t) for c in conv_ids for t in range(1, len(conversations[c]))]
+    nearest: dict[tuple[str, int], list[str]] = {}
+    if mix.get("overlap"):
+        docs = [(c, m["message"].strip()) for c in conv_ids for m in conversations[c]]
+        conv_index = {c: i for i, c in enumerate(conv_ids)}
+        hits = overlap_neighbours(
+            [" ".join(m["message"] for m in conversations[c][max(0, t - 2) : t]) for c, t in slots],
+            [text for _, text in docs],
+            np.array([conv_index[c] for c, _ in docs]),
+            np.array([conv_index[c] for c, _ in slots]),
+            OVERLAP_POOL,
+        )
+        nearest = {slot: [docs[j][1] for j in row] for slot, row in zip(slots, hits, strict=True)}
 
     for conv_id in conv_ids:
         turns = conversations[conv_id]
@@ -137,17 +202,31 @@ def convert_topical_chat(directory: Path, *, seed: int = 0) -> Iterator[RankingL
             seen = {true_text.lower()}
 
             negatives: list[Candidate] = []
-            _take(rng, [x["message"] for x in context], NEGATIVES["context"], "context", seen, negatives)
-            near = [
-                turns[i]["message"] for i in range(max(0, t - 6), min(len(turns), t + 6)) if abs(i - t) >= 2
-            ]
-            _take(rng, near, NEGATIVES["nearby"], "nearby", seen, negatives)
-            # Sorted: set order changes with the hash seed, and the lists must not.
-            mine = sorted(entities[conv_id].get(responder, set()))
-            others = sorted({c for e in mine for c in by_entity.get(e, ()) if c != conv_id})
-            same = [m["message"] for c in rng.sample(others, min(4, len(others))) for m in conversations[c]]
-            _take(rng, same, NEGATIVES["same-entity"], "same-entity", seen, negatives)
-            while len(negatives) < sum(NEGATIVES.values()):  # top up (and the random ones) from anywhere
+            # Kinds the mix leaves out draw nothing from the seeded generator, so the default
+            # lists stay the same whichever kinds exist.
+            if mix.get("echo"):
+                partner = [x["message"] for x in context if x["agent"] != responder][-1:]
+                _take(rng, partner, mix["echo"], "echo", seen, negatives)
+            if mix.get("context"):
+                _take(rng, [x["message"] for x in context], mix["context"], "context", seen, negatives)
+            if mix.get("nearby"):
+                near = [
+                    turns[i]["message"]
+                    for i in range(max(0, t - 6), min(len(turns), t + 6))
+                    if abs(i - t) >= 2
+                ]
+                _take(rng, near, mix["nearby"], "nearby", seen, negatives)
+            if mix.get("same-entity"):
+                # Sorted: set order changes with the hash seed, and the lists must not.
+                mine = sorted(entities[conv_id].get(responder, set()))
+                others = sorted({c for e in mine for c in by_entity.get(e, ()) if c != conv_id})
+                same = [
+                    m["message"] for c in rng.sample(others, min(4, len(others))) for m in conversations[c]
+                ]
+                _take(rng, same, mix["same-entity"], "same-entity", seen, negatives)
+            if mix.get("overlap"):
+                _take(rng, nearest[(conv_id, t)], mix["overlap"], "overlap", seen, negatives)
+            while len(negatives) < sum(mix.values()):  # top up (and the random ones) from anywhere
                 other = conversations[rng.choice(conv_ids)]
                 before = len(negatives)
                 _take(rng, [rng.choice(other)["message"]], 1, "random", seen, negatives)
@@ -184,12 +263,23 @@ def main(argv: list[str] | None = None) -> int:
         "source", type=Path, help="the dataset's file (sugar, dailydialog-pp) or folder (topical-chat)"
     )
     parser.add_argument("out", type=Path, help="the JSONL file to write")
+    parser.add_argument(
+        "--negatives",
+        type=parse_negatives,
+        default=None,
+        help="topical-chat only: the negative mix, KIND:N,... (default: "
+        + ",".join(f"{k}:{n}" for k, n in NEGATIVES.items())
+        + ")",
+    )
     args = parser.parse_args(argv)
+    if args.negatives is not None and args.dataset != "topical-chat":
+        parser.error("--negatives is for topical-chat only")
     if not args.source.exists():
         parser.error(f"{args.source} does not exist")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     try:
-        count = write_lists(args.out, CONVERTERS[args.dataset](args.source))
+        extra = {"negatives": args.negatives} if args.negatives is not None else {}
+        count = write_lists(args.out, CONVERTERS[args.dataset](args.source, **extra))
     except (OSError, ValueError, KeyError, TypeError) as e:
         problem = f"{type(e).__name__}: {e}"
         print(

@@ -177,6 +177,37 @@ def test_the_topical_chat_converter_mines_each_kind_of_negative(tmp_path: Path) 
     assert out_again.read_text() == out.read_text(), "the mined lists must be the same on every run"
 
 
+def test_the_topical_chat_converter_writes_the_negative_mix_asked_for(tmp_path: Path) -> None:
+    source = topical_chat_fixture(tmp_path / "tc")
+    out = tmp_path / "hard.jsonl"
+    mix = "echo:1,overlap:2,random:1"
+    assert convert.main(["topical-chat", str(source), str(out), "--negatives", mix]) == 0
+    lists = read_lists(out)
+    assert len(lists) == 3 * 7
+    for x in lists:
+        kinds = sorted(c.generator or "" for c in x.candidates)
+        assert kinds == ["echo", "human", "overlap", "overlap", "random"], x
+        (echo,) = [c.text for c in x.candidates if c.generator == "echo"]
+        assert echo == x.context[-1].text  # the partner's last turn, said back
+        topic = x.group.removeprefix("topical-chat-c")
+        own = {"1": "football", "2": "soccer", "3": "jazz"}[topic]
+        overlap = [c.text for c in x.candidates if c.generator == "overlap"]
+        assert all(not t.startswith(own) for t in overlap)  # always another conversation's turn
+    again = tmp_path / "again.jsonl"
+    convert.main(["topical-chat", str(source), str(again), "--negatives", mix])
+    assert again.read_text() == out.read_text()
+
+
+@pytest.mark.parametrize("mix", ["echo:x", "bogus:1", "random:0"])
+def test_a_bad_negative_mix_is_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mix: str
+) -> None:
+    source = topical_chat_fixture(tmp_path / "tc")
+    with pytest.raises(SystemExit) as exit_:
+        convert.main(["topical-chat", str(source), str(tmp_path / "o.jsonl"), "--negatives", mix])
+    assert exit_.value.code == 2 and "--negatives" in capsys.readouterr().err
+
+
 def test_a_converter_on_the_wrong_layout_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = tmp_path / "not-sugar.jsonl"
     source.write_text('{"hello": 1}\n')
