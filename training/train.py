@@ -29,6 +29,7 @@ exported.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import time
@@ -112,6 +113,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="cosine",
         help="token-logit head: cosine (linear plus scale x cosine with the mean prefix state, so the "
         "fresh model already ranks by the backbone's reply-to-context similarity) or linear",
+    )
+    p.add_argument(
+        "--train-candidates",
+        type=int,
+        default=None,
+        help="at most N candidates per training list: its appropriate ones, then negatives sampled "
+        "afresh each step (dev lists stay whole; default: every candidate)",
     )
     p.add_argument(
         "--layout",
@@ -199,8 +207,25 @@ def list_logits(model, encoder: ListEncoder, sequences: list[list[EncodedList]])
     return torch.stack([torch.nn.functional.pad(r, (0, width - len(r))) for r in rows])
 
 
+def sample_candidates(x: RankingList, n: int, rng: random.Random) -> RankingList:
+    """``x`` with at most ``n`` candidates: its appropriate ones first, then sampled negatives.
+
+    Design runs use it to train a per-pair cross-encoder, which pays a whole sequence per
+    candidate, on a budget this CPU can give; both layouts then see the same candidates.
+    """
+    if len(x.candidates) <= n:
+        return x
+    good = [c for c in x.candidates if c.appropriate][: max(1, n - 1)]
+    rest = [c for c in x.candidates if not c.appropriate]
+    kept = good + rng.sample(rest, min(len(rest), n - len(good)))
+    rng.shuffle(kept)
+    return dataclasses.replace(x, candidates=tuple(kept))
+
+
 def loss_of(model, encoder: ListEncoder, batch: list[RankingList], args, rng) -> torch.Tensor:
     """ListNet plus pointwise BCE over a batch of lists (candidates padded and masked)."""
+    if args.train_candidates:
+        batch = [sample_candidates(x, args.train_candidates, rng) for x in batch]
     logits = list_logits(model, encoder, [encode(encoder, x, rng, thinned=args.thinned) for x in batch])
     width = logits.shape[1]
     present = torch.zeros(len(batch), width, dtype=torch.bool)

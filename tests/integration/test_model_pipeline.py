@@ -261,6 +261,28 @@ def test_the_pair_layout_reads_the_context_with_each_candidate_and_is_not_export
         assert (not torch.allclose(prefix[0], prefix[1], atol=1e-6)) is changes
 
 
+def test_train_candidates_keeps_the_appropriate_ones_and_samples_the_rest():
+    """--train-candidates: every appropriate candidate stays, the negatives are a fresh sample."""
+    pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    from training.ranking_data import Candidate, RankingList
+    from training.train import sample_candidates
+
+    lists = RankingList(
+        context=(Turn("user", "hi"),),
+        candidates=tuple(Candidate(f"c{i}", 2 if i in (3, 7) else 0) for i in range(10)),
+        group="g",
+    )
+    rng = random.Random(0)
+    seen_negatives = set()
+    for _ in range(20):
+        kept = sample_candidates(lists, 4, rng)
+        texts = [c.text for c in kept.candidates]
+        assert len(texts) == 4 and len(set(texts)) == 4 and {"c3", "c7"} <= set(texts)
+        seen_negatives |= set(texts) - {"c3", "c7"}
+    assert len(seen_negatives) == 8  # over 20 draws every negative turns up
+    assert sample_candidates(lists, 10, rng) is lists
+
+
 def test_a_fresh_cosine_head_scores_each_token_by_its_cosine_with_the_mean_prefix_state():
     """The cosine head's token logit, recomputed by hand: scale x cos(token, mean prefix) + bias."""
     torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
