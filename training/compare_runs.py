@@ -86,7 +86,11 @@ def main(argv: list[str] | None = None) -> list[str]:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("runs", nargs="+", type=Path, help="run directories of training.train")
-    lines = table(parser.parse_args(argv).runs)
+    runs = parser.parse_args(argv).runs
+    unfinished = [str(r) for r in runs if not all((r / f).exists() for f in ("config.json", "metrics.json"))]
+    if unfinished:
+        parser.error(f"not a finished training run (no config.json or metrics.json): {', '.join(unfinished)}")
+    lines = table(runs)
     print("\n".join(lines))
     return lines
 

@@ -49,3 +49,17 @@ def test_a_run_s_token_head_is_part_of_its_design(tmp_path: Path) -> None:
     assert "| 2 | 0.500, 0.520 | 0.510 |" in linear
     (cosine,) = [line for line in lines if line.startswith("| shared-prefix, cosine head |")]
     assert "| 1 | 0.660 | 0.660 |" in cosine
+
+
+def test_an_unfinished_run_is_named_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    done = run_dir(tmp_path, "a1", "shared-prefix", 0.5, 0.8)
+    training = tmp_path / "b1"
+    training.mkdir()  # a run still training has no config.json yet
+    with pytest.raises(SystemExit) as exit_:
+        main([str(done), str(training)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    named = err.split("not a finished training run")[-1]
+    assert str(training) in named and str(done) not in named
