@@ -178,10 +178,10 @@ def convert_topical_chat(
         for entity in sorted(set().union(*per_agent.values())):
             by_entity[entity].append(conv_id)
     conv_ids = list(conversations)
-    # Every (conversation, turn) the lists are built from, in the order they are built.
-    slots = [(c, t) for c in conv_ids for t in range(1, len(conversations[c]))]
     nearest: dict[tuple[str, int], list[str]] = {}
     if mix.get("overlap"):
+        # Every (conversation, turn) a list is built from.
+        slots = [(c, t) for c in conv_ids for t in range(1, len(conversations[c]))]
         docs = [(c, m["message"].strip()) for c in conv_ids for m in conversations[c]]
         conv_index = {c: i for i, c in enumerate(conv_ids)}
         hits = overlap_neighbours(
