@@ -87,6 +87,13 @@ def parse_source(text: str) -> Source:
     return Source(Path(path).stem, Path(path or text), value)
 
 
+def list_size(text: str) -> int:
+    """``--train-candidates``: a whole number of at least 2 (a list of one ranks nothing)."""
+    if not text.isdigit() or int(text) < 2:
+        raise argparse.ArgumentTypeError(f"--train-candidates takes a number of at least 2, got {text!r}")
+    return int(text)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=parse_source, action="append", required=True, help="FILE[:WEIGHT]")
@@ -116,7 +123,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--train-candidates",
-        type=int,
+        type=list_size,
         default=None,
         help="at most N candidates per training list: its appropriate ones, then negatives sampled "
         "afresh each step (dev lists stay whole; default: every candidate)",

@@ -283,6 +283,16 @@ def test_train_candidates_keeps_the_appropriate_ones_and_samples_the_rest():
     assert sample_candidates(lists, 10, rng) is lists
 
 
+@pytest.mark.parametrize("value", ["-3", "0", "1", "two"])
+def test_train_candidates_below_two_is_refused_by_name(value, capsys):
+    pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    from training.train import parse_args
+
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(["--data", "x.jsonl", "--out", "o", "--train-candidates", value])
+    assert exit_.value.code == 2 and "--train-candidates" in capsys.readouterr().err
+
+
 def test_a_fresh_cosine_head_scores_each_token_by_its_cosine_with_the_mean_prefix_state():
     """The cosine head's token logit, recomputed by hand: scale x cos(token, mean prefix) + bias."""
     torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
