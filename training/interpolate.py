@@ -18,6 +18,11 @@ it: use files no model trained on, such as DailyDialog++ dev, whose licence allo
 model selection). ``--alpha`` picks the one written to ``--out``, a run directory like
 ``training.train``'s (calibration and threshold re-fitted on the dev lists), which ``python -m
 export --run`` takes.
+
+``--with RUN:WEIGHT`` (repeatable) blends other fine-tuned runs of the same backbone and encoding
+into the fine-tuned side first (a "model soup", Wortsman et al., ICML 2022): ``--run A --with
+B:0.3 --alpha 0.9`` is ``0.1 x fresh + 0.9 x (0.7 x A + 0.3 x B)``. It combines runs trained on
+different data without training again; the dev lists of every run are scored and calibrated on.
 """
 
 from __future__ import annotations
@@ -50,8 +55,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--alphas", default="", help="comma-separated weights to score side by side")
     p.add_argument("--out", default=None, help="run directory to write (with --alpha)")
     p.add_argument("--lists", action="append", default=[], help="NAME=FILE scored in full for each alpha")
+    p.add_argument(
+        "--with",
+        dest="blend",
+        action="append",
+        default=[],
+        metavar="RUN:WEIGHT",
+        help="another fine-tuned run blended into the fine-tuned side with this weight (repeatable)",
+    )
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     args = p.parse_args(argv)
+    try:
+        args.blend = parse_blend(args.blend)
+    except ValueError as exc:
+        p.error(str(exc))
     if (args.alpha is None) != (args.out is None):
         p.error("--alpha and --out go together")
     for value in [args.alpha, *parse_alphas(args.alphas)]:
@@ -64,6 +81,23 @@ def parse_alphas(text: str) -> list[float]:
     return [float(a) for a in text.split(",") if a.strip()]
 
 
+def parse_blend(items: list[str]) -> list[tuple[Path, float]]:
+    """``RUN:WEIGHT`` items; the weights are shares of the fine-tuned side, so they sum below 1."""
+    blend = []
+    for item in items:
+        path, sep, weight = item.rpartition(":")
+        try:
+            value = float(weight)
+        except ValueError:
+            value = -1.0
+        if not sep or not path or not 0.0 < value < 1.0:
+            raise ValueError(f"--with takes RUN:WEIGHT with 0 < WEIGHT < 1, got {item!r}")
+        blend.append((Path(path), value))
+    if sum(w for _, w in blend) >= 1.0:
+        raise ValueError("--with weights must sum below 1 (the rest is --run's share)")
+    return blend
+
+
 def run_backbone(config: dict) -> Path:
     """The backbone a run started from (the packaged one is recorded by label, not by path)."""
     recorded = config.get("backbone") or ""
@@ -72,16 +106,45 @@ def run_backbone(config: dict) -> Path:
 
 def interpolated(fresh: SharedPrefixRanker, tuned: SharedPrefixRanker, alpha: float) -> SharedPrefixRanker:
     """A copy of ``tuned`` with every weight at ``(1 - alpha) x fresh + alpha x tuned``."""
-    start, end = fresh.state_dict(), tuned.state_dict()
-    model = copy.deepcopy(tuned)  # same encoder class, head and attention layout as the run
+    return weighted_average([(tuned, alpha), (fresh, 1.0 - alpha)])
+
+
+def weighted_average(models: list[tuple[SharedPrefixRanker, float]]) -> SharedPrefixRanker:
+    """A copy of the first model with every floating-point weight at the weighted sum of the models'."""
+    first = models[0][0]
+    states = [(m.state_dict(), w) for m, w in models]
+    model = copy.deepcopy(first)  # same encoder class, head and attention layout as the run
     mixed = {}
-    for name, value in end.items():
+    for name, value in states[0][0].items():
         if value.is_floating_point():
-            mixed[name] = (1.0 - alpha) * start[name] + alpha * value
+            mixed[name] = sum(w * state[name] for state, w in states)
         else:
             mixed[name] = value.clone()
     model.load_state_dict(mixed)
     return model.eval()
+
+
+def load_tuned(run: Path) -> SharedPrefixRanker:
+    tuned = SharedPrefixRanker.load(run / "ranker").eval()
+    if tuned.head_kind != "cosine":
+        raise SystemExit(f"{run}: a {tuned.head_kind} head has no fresh model to interpolate toward")
+    return tuned
+
+
+def blended(run: Path, config: dict, tuned: SharedPrefixRanker, blend: list[tuple[Path, float]]):
+    """The fine-tuned side with ``--with`` runs blended in, and every run's dev lists."""
+    dev = run_dev_lists(config)
+    if not blend:
+        return tuned, dev
+    parts = [(tuned, 1.0 - sum(w for _, w in blend))]
+    for other, weight in blend:
+        other_config = json.loads((other / "config.json").read_text())
+        for key in ("encoding", "backbone"):
+            if other_config.get(key) != config.get(key):
+                raise SystemExit(f"{other}: its {key} differs from {run}'s; only runs of one backbone blend")
+        parts.append((load_tuned(other), weight))
+        dev.update({k: v for k, v in run_dev_lists(other_config).items() if k not in dev})
+    return weighted_average(parts), dev
 
 
 def score_lists(model: SharedPrefixRanker, encoder: ListEncoder, lists: dict[str, list[RankingList]]) -> dict:
@@ -95,9 +158,7 @@ def main(argv: list[str] | None = None) -> dict:
         torch.set_num_threads(args.threads)
     run = Path(args.run)
     config = json.loads((run / "config.json").read_text())
-    tuned = SharedPrefixRanker.load(run / "ranker").eval()
-    if tuned.head_kind != "cosine":
-        raise SystemExit(f"{run}: a {tuned.head_kind} head has no fresh model to interpolate toward")
+    tuned = load_tuned(run)
     fresh = SharedPrefixRanker.load(run_backbone(config), head="cosine").eval()
     fresh.head.bias.data.copy_(tuned.head.bias.data)
     encoding = config["encoding"]
@@ -108,7 +169,7 @@ def main(argv: list[str] | None = None) -> dict:
         max_chunk_tokens=1 << 16,
         max_chunk_candidates=1 << 10,
     )
-    dev = run_dev_lists(config)
+    tuned, dev = blended(run, config, tuned, args.blend)
     extra = {}
     for item in args.lists:
         name, _, path = item.partition("=")
@@ -134,7 +195,15 @@ def main(argv: list[str] | None = None) -> dict:
         out.mkdir(parents=True, exist_ok=True)
         model.save(out / "ranker", run / "ranker" / "tokenizer.json")
         write_calibration(out / "calibration.json", fitted)
-        config = {**config, "out": str(out), "interpolation": {"from_run": str(run), "alpha": args.alpha}}
+        config = {
+            **config,
+            "out": str(out),
+            "interpolation": {
+                "from_run": str(run),
+                "alpha": args.alpha,
+                "with": [{"run": str(p), "weight": w} for p, w in args.blend],
+            },
+        }
         (out / "config.json").write_text(json.dumps(config, indent=2))
         calibrated = calibrated_report(dev, logits, fitted)
         metrics = json.loads((run / "metrics.json").read_text()) if (run / "metrics.json").exists() else {}

@@ -212,6 +212,25 @@ def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, share
     assert set(found["alphas"]) == {"0.0", "1.0"} and found["alphas"]["1.0"]["held"]["lists"] == 20
     assert json.loads((mixed / "config.json").read_text())["interpolation"]["alpha"] == 0.5
     assert (mixed / "ranker" / "cosine.pt").is_file() and (mixed / "calibration.json").is_file()
+
+    # --with blends other runs into the fine-tuned side: a run blended with itself is the run.
+    quarter = interpolate.weighted_average([(tuned, 0.25), (fresh, 0.75)]).state_dict()
+    start = fresh.state_dict()
+    for name, value in tuned.state_dict().items():
+        if value.is_floating_point():
+            torch.testing.assert_close(quarter[name], 0.25 * value + 0.75 * start[name], msg=name)
+    blend = tmp_path / "blend"
+    souped = interpolate.main(
+        ["--run", str(out), "--with", f"{out}:0.4", "--alphas", "1", "--alpha", "1", "--out", str(blend),
+         "--lists", f"held={held}"]
+    )  # fmt: skip
+    assert souped["alphas"]["1.0"] == found["alphas"]["1.0"]
+    assert json.loads((blend / "config.json").read_text())["interpolation"]["with"] == [
+        {"run": str(out), "weight": 0.4}
+    ]
+    for bad in ("nothing", f"{out}:1.5", f"{out}:x"):
+        with pytest.raises(SystemExit):
+            interpolate.main(["--run", str(out), "--with", bad, "--alphas", "1"])
     linear = tmp_path / "linear"
     train.main(
         ["--data", str(sugar), "--out", str(linear), "--limit", "4", "--dev-lists", "4",
@@ -221,6 +240,8 @@ def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, share
     assert not (linear / "ranker" / "cosine.pt").exists()
     with pytest.raises(SystemExit, match="linear head"):
         interpolate.main(["--run", str(linear), "--alphas", "0.5"])
+    with pytest.raises(SystemExit, match="encoding differs"):
+        interpolate.main(["--run", str(out), "--with", f"{linear}:0.5", "--alphas", "1"])
 
 
 def test_the_pair_layout_reads_the_context_with_each_candidate_and_is_not_exported(tmp_path, shared_data):
