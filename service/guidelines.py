@@ -27,6 +27,8 @@ class MaskReason(StrEnum):
     NOT_ALLOWED_FOR_INTENT = "action_not_allowed_for_intent"
     #: No intent in the guidelines uses this action.
     UNKNOWN_ACTION = "unknown_action"
+    #: The candidate says a turn of the conversation again (service.repeats; not a guideline).
+    REPEATS_A_TURN = "repeats_a_turn"
 
 
 @dataclass(frozen=True)

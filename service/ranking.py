@@ -26,6 +26,7 @@ from service.errors import BackendTimeout
 from service.guidelines import Guidelines, MaskReason
 from service.metrics import Metrics
 from service.model_bundle import ModelBundle
+from service.repeats import repeats
 from service.selection import StatementSelector
 from service.settings import RankingSettings
 from service.tokenization import Turn
@@ -34,7 +35,7 @@ logger = logging.getLogger(__name__)
 
 
 class MaskMode(StrEnum):
-    """What happens to candidates whose action the guidelines do not allow for the intent."""
+    """What happens to masked candidates: an action the intent's guidelines do not allow, a repeat."""
 
     HARD = "hard"  # removed from the ranking, listed under ``masked``
     SOFT = "soft"  # kept, score multiplied by the soft-mask penalty, flagged
@@ -209,12 +210,19 @@ class Ranker:
         return ranker_s, selector_s
 
     def _mask_reasons(self, query: RankQuery) -> list[MaskReason | None]:
-        if query.intent is None:
-            return [None] * len(query.candidates)
-        self.guidelines.check_intent(query.intent)  # an unknown intent is an error in every mode
+        if query.intent is not None:
+            self.guidelines.check_intent(query.intent)  # an unknown intent is an error in every mode
+        reasons: list[MaskReason | None] = [None] * len(query.candidates)
         if query.mask_mode is MaskMode.OFF:
-            return [None] * len(query.candidates)
-        return [self.guidelines.mask_reason(query.intent, c.action) for c in query.candidates]
+            return reasons
+        if query.intent is not None:
+            reasons = [self.guidelines.mask_reason(query.intent, c.action) for c in query.candidates]
+        if self.settings.mask_repeats:
+            said = repeats((t.text for t in query.turns), [c.text for c in query.candidates])
+            reasons = [
+                r or (MaskReason.REPEATS_A_TURN if s else None) for r, s in zip(reasons, said, strict=True)
+            ]
+        return reasons
 
     def _selects(self, query: RankQuery) -> bool:
         return self.selector is not None and query.select_statements and bool(query.situations)

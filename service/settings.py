@@ -210,6 +210,10 @@ class RankingSettings(BaseModel):
         le=1.0,
         description="In soft mask mode a masked candidate's score is multiplied by this.",
     )
+    mask_repeats: bool = Field(
+        True,
+        description="Mask a candidate that repeats a turn of the conversation (case, punctuation aside).",
+    )
     generators: list[str] = Field(
         default_factory=lambda: ["retrieval", "generative", "template", "rule", "llm"],
         description="Generator names kept as metric labels; any other is counted as 'other'.",

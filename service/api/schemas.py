@@ -176,12 +176,14 @@ class RankedCandidateOut(BaseModel):
     logit: float = Field(description="The model's raw output.")
     generator: str | None = None
     action: str | None = None
-    masked: bool = Field(False, description="Soft mask mode: the guidelines do not allow this action.")
+    masked: bool = Field(
+        False, description="Soft mask mode: a guideline mask or a repeated turn (mask_reason)."
+    )
     mask_reason: MaskReason | None = None
 
 
 class MaskedOut(BaseModel):
-    """A candidate removed by a hard guideline mask."""
+    """A candidate removed by a hard mask (a guideline, or a repeated turn)."""
 
     id: str
     action: str | None

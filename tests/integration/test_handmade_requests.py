@@ -4,8 +4,10 @@ Written by hand (not from any dataset): situated requests, open chat turns from 
 generators, and customer-service turns with an intent. Each case asserts that the person's pick
 ranks first through ``POST /rank`` on the real model (ONNX Runtime, in process).
 
-The shipped model 2.1.0 gets 11 of the 20 right (model 2.0.0 got 12, and of the first 13 cases
-2.0.0 got 8 and 1.1.0 got 3). Its misses are listed in ``KNOWN_MISSES`` and marked strict xfail:
+The service with model 2.1.0 gets 14 of the 20 right: 11 by the model, and 3 more because the
+repeat mask (``ranking.mask_repeats``, on by default) removes a candidate that says a turn of the
+conversation again (model 2.0.0 got 12 without the mask, and of the first 13 cases 2.0.0 got 8 and
+1.1.0 got 3). Its misses are listed in ``KNOWN_MISSES`` and marked strict xfail:
 they are asserted like the others, reported as expected failures, and a model that gets one right
 makes that case fail until the list is updated, so the count in the README stays true.
 """
@@ -267,18 +269,15 @@ CASES = [
 ]
 
 
-#: Cases model 2.1.0 gets wrong (the person's pick is not first), and the service abstaining on the
+#: Cases the service with model 2.1.0 gets wrong (the person's pick is not first), and the service abstaining on the
 #: hot-room request. Update with the README's count when the shipped model changes.
 KNOWN_MISSES = {
     "hot-room",
     "late-for-meeting",
     "open-chat-sad",
-    "open-chat-job",
     "open-chat-birthday",
     "open-chat-saxophone",
-    "service-thanks",
     "service-cancel",
-    "service-exchange",
 }
 HOT_ROOM_ABSTAINS = True
 

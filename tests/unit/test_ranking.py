@@ -80,6 +80,46 @@ async def test_everything_masked_abstains_with_an_empty_ranking(fake_bundle: Pat
     assert answer["ranking"] == [] and answer["abstain"] is True and len(answer["masked"]) == 2
 
 
+REPEAT_BODY = {
+    "context": [
+        {"speaker": "bot", "text": "Do you have any pets?"},
+        {"speaker": "user", "text": "Yes, a dog. And you?"},
+    ],
+    "candidates": [
+        {"id": "own-turn", "text": "do you have any PETS"},
+        {"id": "user-turn", "text": "Yes, a dog. And you?"},
+        {"id": "reply", "text": "I would love a dog one day. What breed is yours?"},
+        {"id": "dots", "text": "..."},
+    ],
+}
+
+
+async def test_a_candidate_that_repeats_a_turn_is_masked_and_the_response_says_so(fake_bundle: Path) -> None:
+    """Either speaker's turn, case and punctuation aside; a text without words is not a repeat."""
+    app = app_with(fake_bundle, word_scores(fake_bundle, {"dog": 2.0, "pets": 3.0}))
+    async with serve_in_process(app) as client:
+        hard = (await client.post("/rank", json=REPEAT_BODY)).json()
+        soft = (await client.post("/rank", json={**REPEAT_BODY, "mask_mode": "soft"})).json()
+        off = (await client.post("/rank", json={**REPEAT_BODY, "mask_mode": "off"})).json()
+        metrics = (await client.get("/metrics")).text
+    assert [r["id"] for r in hard["ranking"]] == ["reply", "dots"]
+    assert hard["masked"] == [
+        {"id": "own-turn", "action": None, "reason": "repeats_a_turn"},
+        {"id": "user-turn", "action": None, "reason": "repeats_a_turn"},
+    ]
+    flagged = {r["id"]: r["mask_reason"] for r in soft["ranking"] if r["masked"]}
+    assert flagged == {"own-turn": "repeats_a_turn", "user-turn": "repeats_a_turn"}
+    assert off["ranking"][0]["id"] == "own-turn" and off["masked"] == []
+    assert 'ranker_masked_candidates_total{model="tiny-fake",reason="repeats_a_turn"} 4.0' in metrics
+
+
+async def test_the_repeat_mask_can_be_switched_off_in_settings(fake_bundle: Path) -> None:
+    app = app_with(fake_bundle, lambda ids: 0.0, ranking={"mask_repeats": False})
+    async with serve_in_process(app) as client:
+        body = (await client.post("/rank", json=REPEAT_BODY)).json()
+    assert body["masked"] == [] and len(body["ranking"]) == 4
+
+
 async def test_abstains_when_no_candidate_reaches_the_threshold_and_counts_it(fake_bundle: Path) -> None:
     app = app_with(fake_bundle, lambda ids: -2.0)
     async with serve_in_process(app) as client:
