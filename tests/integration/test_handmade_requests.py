@@ -269,8 +269,8 @@ CASES = [
 ]
 
 
-#: Cases the service with model 2.1.0 gets wrong (the person's pick is not first), and the service abstaining on the
-#: hot-room request. Update with the README's count when the shipped model changes.
+#: Cases the service with model 2.1.0 gets wrong (the person's pick is not first), and the service
+#: abstaining on the hot-room request. Update with the README's count when the model changes.
 KNOWN_MISSES = {
     "hot-room",
     "late-for-meeting",
