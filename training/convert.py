@@ -13,7 +13,9 @@
   conversation about one of the same entities), ``random``; and, when ``--negatives`` asks for
   them, ``echo`` (the partner's last turn, repeated) and ``overlap`` (a turn of another
   conversation among the 10 whose words, TF-IDF weighted, are nearest the last two turns: it
-  reuses the context's words without answering it). Half the lists (seeded) carry as
+  reuses the context's words without answering it) and ``fact`` (a wiki lead sentence about one
+  of the conversation's entities, said as the reply: on topic, but a statement, not an answer).
+  Half the lists (seeded) carry as
   situations the lead sentences of the wiki sections the responder read about its entities.
   The responder is ``bot``, its partner ``user``. Community Data License Agreement - Sharing 1.0:
   a model trained on it may ship.
@@ -44,7 +46,7 @@ TOPICAL_CHAT_SPLITS = ("valid_freq", "valid_rare", "test_freq", "test_rare")
 #: Topical-Chat negatives per list, by kind: 9 in all, so a list is "1 of 10". The evaluation
 #: lists use this mix; ``--negatives`` writes other mixes (e.g. for training) from the same turns.
 NEGATIVES = {"context": 2, "nearby": 3, "same-entity": 2, "random": 2}
-NEGATIVE_KINDS = ("echo", "context", "nearby", "same-entity", "overlap", "random")
+NEGATIVE_KINDS = ("echo", "context", "nearby", "same-entity", "overlap", "fact", "random")
 #: ``overlap`` negatives are drawn from this many nearest turns of other conversations.
 OVERLAP_POOL = 10
 #: Context turns kept before the next turn (older ones add length, not signal).
@@ -226,6 +228,9 @@ def convert_topical_chat(
                 _take(rng, same, mix["same-entity"], "same-entity", seen, negatives)
             if mix.get("overlap"):
                 _take(rng, nearest[(conv_id, t)], mix["overlap"], "overlap", seen, negatives)
+            if mix.get("fact"):
+                facts = [s for agent in sorted(leads[conv_id]) for s in leads[conv_id][agent]]
+                _take(rng, facts, mix["fact"], "fact", seen, negatives)
             while len(negatives) < sum(mix.values()):  # top up (and the random ones) from anywhere
                 other = conversations[rng.choice(conv_ids)]
                 before = len(negatives)

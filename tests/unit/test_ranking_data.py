@@ -180,13 +180,17 @@ def test_the_topical_chat_converter_mines_each_kind_of_negative(tmp_path: Path) 
 def test_the_topical_chat_converter_writes_the_negative_mix_asked_for(tmp_path: Path) -> None:
     source = topical_chat_fixture(tmp_path / "tc")
     out = tmp_path / "hard.jsonl"
-    mix = "echo:1,overlap:2,random:1"
+    mix = "echo:1,overlap:2,fact:1,random:1"
     assert convert.main(["topical-chat", str(source), str(out), "--negatives", mix]) == 0
     lists = read_lists(out)
     assert len(lists) == 3 * 7
+    leads = {"football": {"Football is a sport.", "It is played by two teams."},
+             "jazz": {"Jazz is music.", "It began in New Orleans."}}  # fmt: skip
     for x in lists:
         kinds = sorted(c.generator or "" for c in x.candidates)
-        assert kinds == ["echo", "human", "overlap", "overlap", "random"], x
+        assert kinds == ["echo", "fact", "human", "overlap", "overlap", "random"], x
+        (fact,) = [c.text for c in x.candidates if c.generator == "fact"]
+        assert fact in leads["jazz" if x.group == "topical-chat-c3" else "football"]  # its own entities
         (echo,) = [c.text for c in x.candidates if c.generator == "echo"]
         assert echo == x.context[-1].text  # the partner's last turn, said back
         topic = x.group.removeprefix("topical-chat-c")
