@@ -265,7 +265,9 @@ DailyDialog++ (CC BY-NC-SA) is used for evaluation and model selection only.
 ## Limits
 English only. Topical-Chat positives are the true next turn; other good replies among its mined
 negatives count as wrong. Scores on a new domain are best re-fitted on labelled lists from it
-(`python -m training.train --data yours.jsonl ...`).
+(`python -m training.train --data yours.jsonl ...`). The threshold is fitted on the pooled dev
+lists: where a dev file's abstention accuracy above is near 0.5, abstention says nothing on that
+kind of request; read the ranking and pass `min_score` (0 turns abstention off for a request).
 """
 
 
