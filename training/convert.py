@@ -15,8 +15,8 @@
   conversation among the 10 whose words, TF-IDF weighted, are nearest the last two turns: it
   reuses the context's words without answering it) and ``fact`` (a wiki lead sentence about one
   of the conversation's entities, said as the reply: on topic, but a statement, not an answer).
-  Half the lists (seeded) carry as
-  situations the lead sentences of the wiki sections the responder read about its entities.
+  Half the lists (seeded) carry as situations the lead sentences of the wiki sections the
+  responder read about its entities.
   The responder is ``bot``, its partner ``user``. Community Data License Agreement - Sharing 1.0:
   a model trained on it may ship.
 - **dailydialog-pp**: one list per context: 5 positives (label 1, ``human``), 5 adversarial
