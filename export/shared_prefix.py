@@ -219,6 +219,22 @@ HEAD_LINES = {
 }
 
 
+def dataset_of(name: str) -> tuple[str, str, str]:
+    """Dataset, licence and attribution of a training file, by its name; ``?`` when unknown.
+
+    ``topical-chat-fact`` is a Topical-Chat conversion with another negative mix.
+    """
+    known = [key for key in DATASETS if name == key or name.startswith(key + "-")]
+    return DATASETS[max(known, key=len)] if known else (name, "?", "?")
+
+
+def training_stages(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's configuration after its earlier stages' (``training.train --init``), first first."""
+    init = config.get("init") or {}
+    earlier = training_stages(init["config"]) if init.get("config") else []
+    return [*earlier, config]
+
+
 def interpolation_line(config: dict[str, Any]) -> str:
     """The card's sentence on ``training.interpolate``, when the run was interpolated."""
     alpha = (config.get("interpolation") or {}).get("alpha")
@@ -229,6 +245,10 @@ def interpolation_line(config: dict[str, Any]) -> str:
         "(`python -m training.interpolate`), which keeps more of what the backbone knew about replies."
     )
 
+
+STAGE_LINE = """
+Each stage after the first continues from the one before (`python -m training.train --init`).
+"""
 
 CARD = """# {name} {version}
 
@@ -254,7 +274,7 @@ service abstains when no candidate reaches {threshold:.3f}.
 
 ## Training data
 {data_rows}
-
+{stage_line}
 Lists are split by group (dialogue) with a stable hash: 70% train, 15% dev, 15% test. Dev lists
 choose the epoch and fit the calibration; test lists are read only by the evaluation CLI.
 DailyDialog++ (CC BY-NC-SA) is used for evaluation and model selection only.
@@ -292,17 +312,13 @@ def write_shared_prefix_bundle(
     shutil.copy(run / "ranker" / "tokenizer.json", out / "tokenizer.json")
     data = [
         {
+            "stage": stage,
             "file": Path(d["file"]).name,
             "weight": d["weight"],
-            **dict(
-                zip(
-                    ("dataset", "license", "attribution"),
-                    DATASETS.get(d["name"], (d["name"], "?", "?")),
-                    strict=True,
-                )
-            ),
+            **dict(zip(("dataset", "license", "attribution"), dataset_of(d["name"]), strict=True)),
         }
-        for d in config["data"]
+        for stage, stage_config in enumerate(training_stages(config), start=1)
+        for d in stage_config["data"]
     ]
     metadata = {
         "name": args.name,
@@ -327,7 +343,7 @@ def write_shared_prefix_bundle(
         "appropriate_means": "rated acceptable (1) or best (2); Topical-Chat: the true next turn",
         "training_data": {
             "datasets": data,
-            "attribution": " ".join(f"{d['attribution']}, {d['license']}." for d in data),
+            "attribution": " ".join(sorted({f"{d['attribution']}, {d['license']}." for d in data})),
             "split": "stable SHA-1 hash of the group: 70% train, 15% dev, 15% test",
         },
         "training_config": {k: v for k, v in config.items() if k not in ("out",)},
@@ -335,11 +351,9 @@ def write_shared_prefix_bundle(
         "export": report,
     }
     (out / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
-    rows = ["| file | dataset | weight | licence | attribution |", "| --- | --- | --- | --- | --- |"]
-    rows += [
-        f"| {d['file']} | {d['dataset']} | {d['weight']} | {d['license']} | {d['attribution']} |"
-        for d in data
-    ]
+    columns = ("stage", "file", "dataset", "weight", "license", "attribution")
+    rows = ["| stage | file | dataset | weight | licence | attribution |", "|" + " --- |" * len(columns)]
+    rows += ["| " + " | ".join(str(d[k]) for k in columns) + " |" for d in data]
     cols = ("precision_at_1", "ndcg_at_3", "mrr", "r1_of_10", "ece", "abstention_accuracy")
     table = [
         "| dev file | lists | P@1 | nDCG@3 | MRR | R@1 of 10 | ECE | abstention acc. |",
@@ -358,6 +372,7 @@ def write_shared_prefix_bundle(
             precision=PRECISION[precision],
             threshold=metadata["threshold"],
             data_rows="\n".join(rows),
+            stage_line=STAGE_LINE if len(training_stages(config)) > 1 else "",
             dev_table="\n".join(table),
             head_line=HEAD_LINES[config.get("head", "linear")] + interpolation_line(config),
         )

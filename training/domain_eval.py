@@ -31,7 +31,7 @@ from service.model_bundle import ModelBundle, load_bundle
 from service.selection import choose_statements
 from training import metrics
 from training.grouping import score_grouped
-from training.ranking_data import RankingList, read_lists
+from training.ranking_data import RankingList, exit_on_data_error, read_lists
 
 #: Shares of groups in dev and test under :func:`group_split` (the rest is train).
 DEV_SHARE, TEST_SHARE = 0.15, 0.15
@@ -188,9 +188,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="also write the JSON results here")
     args = parser.parse_args(argv)
-    bundle = load_bundle(args.model)
-    scorer = ListScorer(bundle)
-    results = {}
+    chosen = {}  # every file is read before the model loads: a bad line fails at once
     for entry in args.lists:
         name, _, path = entry.partition("=")
         if not path:
@@ -198,7 +196,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
         lists = [x for x in read_lists(path) if args.split == "all" or group_split(x.group) == args.split]
         if args.max_lists and len(lists) > args.max_lists:
             lists = random.Random(args.seed).sample(lists, args.max_lists)
-        results[name] = evaluate(lists, scorer.probabilities(lists), bundle.threshold)
+        chosen[name] = lists
+    bundle = load_bundle(args.model)
+    scorer = ListScorer(bundle)
+    results = {name: evaluate(x, scorer.probabilities(x), bundle.threshold) for name, x in chosen.items()}
     print(json.dumps(results, indent=2))
     print(markdown(bundle.model_id, results))
     if args.out:
@@ -209,4 +210,4 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_data_error(main)

@@ -36,7 +36,7 @@ import torch
 
 from service.list_encoding import ListEncoder
 from training.backbone import backbone_dir
-from training.ranking_data import RankingList, read_lists
+from training.ranking_data import RankingList, exit_on_data_error, read_lists
 from training.shared_prefix import SharedPrefixRanker
 from training.train import (
     calibrated_report,
@@ -226,4 +226,4 @@ def markdown(table: dict[float, dict]) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_data_error(main)

@@ -23,7 +23,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+import sys
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -37,6 +38,18 @@ Text = Annotated[str, Field(min_length=1, pattern=r"\S")]
 
 class DataError(ValueError):
     """A ranking-data line that does not follow the format; the message names file, line and field."""
+
+
+def exit_on_data_error(main: Callable[[], object]) -> None:
+    """Run a command-line ``main``; a :class:`DataError` ends it with its message and status 2.
+
+    What a user gets for a bad file or option is the file, line and field, not a traceback.
+    """
+    try:
+        main()
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 class _TurnIn(BaseModel):

@@ -20,6 +20,12 @@ on the pooled dev lists of every file.
 The run directory gets ``ranker/`` (encoder, head, tokenizer), ``calibration.json``,
 ``config.json`` and ``metrics.json``; ``python -m export --run`` makes the model directory.
 
+``--init RUN`` starts from a finished run's ranker instead of the backbone: a second stage on
+another mix (what ``make model`` does: the shipped model's first stage learns same-conversation
+negatives, its second on-topic statements and other conversations' turns; README "Training").
+The run records the first stage (``config.json``: ``init``) and keeps its backbone as the
+backbone, so ``training.interpolate`` still averages toward the untrained model.
+
 ``--layout pair`` trains the same encoder and head as a per-pair cross-encoder instead (each
 candidate in a sequence of its own with the context, full attention) on the same lists, splits,
 loss and dev metrics: the comparison the shared-prefix design is judged by. Such a run is not
@@ -53,7 +59,7 @@ from training.backbone import (
     seed_everything,
 )
 from training.domain_eval import evaluate, group_split
-from training.ranking_data import DataError, RankingList, read_lists
+from training.ranking_data import DataError, RankingList, exit_on_data_error, read_lists
 from training.shared_prefix import (
     HEADS,
     SharedPrefixRanker,
@@ -99,6 +105,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data", type=parse_source, action="append", required=True, help="FILE[:WEIGHT]")
     p.add_argument("--out", required=True, help="run directory to create")
     p.add_argument("--backbone", default=None, help="backbone directory (default: packaged all-MiniLM-L6-v2)")
+    p.add_argument(
+        "--init",
+        default=None,
+        help="a finished run directory to continue from (a second stage; default: the fresh backbone)",
+    )
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--lr", type=float, default=5e-5)
@@ -137,6 +148,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "design comparisons: python -m export ships shared-prefix runs only)",
     )
     return p.parse_args(argv)
+
+
+def first_stage(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``--init``'s run configuration, checked against this run's arguments (None without ``--init``)."""
+    if args.init is None:
+        return None
+    if args.backbone is not None:
+        raise DataError("--init and --backbone exclude each other: a second stage keeps its first's backbone")
+    run = Path(args.init)
+    if not (run / "config.json").is_file() or not (run / "ranker" / "head.pt").is_file():
+        raise DataError(f"--init {run}: not a finished run directory (needs config.json and ranker/head.pt)")
+    config = json.loads((run / "config.json").read_text())
+    if config.get("head") != args.head or config.get("layout", "shared-prefix") != args.layout:
+        raise DataError(
+            f"--init {run}: trained with --head {config.get('head')} --layout {config.get('layout')}; "
+            f"this run asks for --head {args.head} --layout {args.layout}"
+        )
+    return config
 
 
 def load_splits(
@@ -259,7 +288,8 @@ def centre_bias(model: SharedPrefixRanker, encoder: ListEncoder, lists: list[Ran
 
     The cosine head's logits start around scale x 0.5, not 0; the bias learns at the encoder's
     learning rate, far too slowly to move that, and until it did the pointwise loss would push
-    every cosine down, wearing away the geometry the head is there to keep. Returns the shift.
+    every cosine down, wearing away the geometry the head is there to keep. On a second stage
+    (``--init``) it re-centres the first stage's head on the new mix's base rate. Returns the shift.
     """
     with torch.no_grad():
         logits = score_requests(model, encoder, [encode(encoder, x) for x in lists], device())
@@ -346,19 +376,22 @@ def main(argv: list[str] | None = None) -> dict:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     backbone = Path(args.backbone or backbone_dir())
+    init = first_stage(args)
+    # A second stage starts from the first stage's weights and tokenizer.
+    start = Path(args.init) / "ranker" if init else backbone
     train, dev = load_splits(args)
     print("lists:", {n: {"train": len(train[n]), "dev": len(dev[n])} for n in train}, flush=True)
     # Training lists are one sequence each, however long: the chunk budgets are lifted. The pair
     # layout puts each candidate in a sequence of its own.
     pair = args.layout == "pair"
     encoder = ListEncoder.from_file(
-        backbone,
+        start,
         max_prefix_tokens=args.max_prefix_tokens,
         max_candidate_tokens=args.max_candidate_tokens,
         max_chunk_tokens=1 << 16,
         max_chunk_candidates=1 if pair else 1 << 10,
     )
-    model = SharedPrefixRanker.load(backbone, full_attention=pair, head=args.head).to(device())
+    model = SharedPrefixRanker.load(start, full_attention=pair, head=args.head).to(device())
     rng = random.Random(args.seed)
     epochs = [epoch_batches(args, train, rng) for _ in range(args.epochs)]
     if args.head == "cosine":
@@ -407,12 +440,13 @@ def main(argv: list[str] | None = None) -> dict:
         title="Ranker calibration, pooled dev lists",
     )
     calibrated = calibrated_report(dev, logits, fitted)
-    model.save(out / "ranker", backbone / "tokenizer.json")
+    model.save(out / "ranker", start / "tokenizer.json")
     write_calibration(out / "calibration.json", fitted)
     config = {
         **vars(args),
         "data": [{"file": str(s.path), "name": s.name, "weight": s.weight} for s in args.data],
-        "backbone": backbone_label(args.backbone),
+        "backbone": init["backbone"] if init else backbone_label(args.backbone),
+        "init": {"run": args.init, "config": init} if init else None,
         "encoding": {
             "kind": "shared-prefix" if not pair else "pair-design-run",
             "max_prefix_tokens": args.max_prefix_tokens,
@@ -434,4 +468,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_data_error(main)

@@ -3,6 +3,9 @@ invariance, and a training smoke run on real SUGAR examples."""
 
 import json
 import random
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +13,7 @@ import pytest
 
 from service.model_bundle import load_bundle
 from service.tokenization import Turn
+from training.ranking_data import DataError
 
 pytestmark = pytest.mark.integration
 
@@ -242,6 +246,55 @@ def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, share
         interpolate.main(["--run", str(linear), "--alphas", "0.5"])
     with pytest.raises(SystemExit, match="encoding differs"):
         interpolate.main(["--run", str(out), "--with", f"{linear}:0.5", "--alphas", "1"])
+
+    # A second stage (--init) starts from the first stage's weights, not the backbone's, and records it.
+    first = tmp_path / "first"
+    shutil.copytree(out, first)
+    marked = SharedPrefixRanker.load(first / "ranker")
+    marked.cosine_scale.data.fill_(17.0)
+    with torch.no_grad():
+        marked.encoder.embeddings.word_embeddings.weight.add_(0.01)
+    marked.save(first / "ranker", backbone_dir() / "tokenizer.json")
+    second = tmp_path / "second"
+    train.main(
+        ["--init", str(first), "--data", str(sugar), "--out", str(second), "--limit", "4",
+         "--dev-lists", "4", "--max-steps", "1", "--batch-lists", "4", "--max-prefix-tokens", "96",
+         "--max-candidate-tokens", "32", "--lr", "1e-12"]
+    )  # fmt: skip
+    continued = SharedPrefixRanker.load(second / "ranker")
+    assert float(continued.cosine_scale.detach()) == pytest.approx(17.0, abs=1e-6)
+    torch.testing.assert_close(
+        continued.encoder.embeddings.word_embeddings.weight, marked.encoder.embeddings.word_embeddings.weight
+    )
+    stage = json.loads((second / "config.json").read_text())
+    assert stage["init"]["run"] == str(first) and stage["init"]["config"]["data"] == config["data"]
+    assert stage["backbone"] == config["backbone"]  # interpolation still averages toward the backbone
+    from export.shared_prefix import training_stages
+
+    assert [s["data"] for s in training_stages(stage)] == [config["data"], stage["data"]]
+    for bad, message in (
+        (["--init", str(linear)], "--head linear"),
+        (["--init", str(tmp_path / "nowhere")], "not a finished run"),
+        (["--init", str(first), "--backbone", str(backbone_dir())], "exclude each other"),
+    ):
+        with pytest.raises(DataError, match=message):
+            train.main([*bad, "--data", str(sugar), "--out", str(tmp_path / "refused"), "--max-steps", "1"])
+
+
+def test_training_commands_name_a_bad_file_without_a_traceback(tmp_path):
+    """A file that is not ranking data ends the command with its file, line and field, status 2."""
+    pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    bad = tmp_path / "bad.jsonl"
+    line = {"group": "g", "context": [{"text": "hello"}], "candidates": [{"text": "hi", "label": 7}]}
+    bad.write_text(json.dumps(line) + "\n")
+    for command in (
+        ["training.train", "--data", str(bad), "--out", str(tmp_path / "run")],
+        ["training.domain_eval", "--model", str(tmp_path / "no-model"), "--lists", f"bad={bad}"],
+    ):
+        done = subprocess.run([sys.executable, "-m", *command], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert f"{bad}:1" in done.stderr and "label" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
 
 
 def test_the_pair_layout_reads_the_context_with_each_candidate_and_is_not_exported(tmp_path, shared_data):
