@@ -449,7 +449,18 @@ def test_shipped_metadata_names_its_data_and_limits(model_dir):
     if "training_data" not in meta:
         pytest.skip("not a trained bundle (a test bundle without training metadata)")
     assert "CC BY-SA 4.0" in meta["training_data"]["attribution"]
+    assert all(d["license"] != "?" for d in meta["training_data"]["datasets"]), meta["training_data"]
     assert meta["max_length"] >= 128
     total_mb = sum(f.stat().st_size for f in Path(model_dir).iterdir()) / 2**20
     assert total_mb < 60
     assert not Path(meta["training_config"]["backbone"]).is_absolute()
+
+
+def test_a_training_file_is_credited_to_its_dataset_by_name():
+    """Another negative mix of a dataset keeps its licence; an unknown file is marked, not guessed."""
+    pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    from export.shared_prefix import DATASETS, dataset_of
+
+    assert dataset_of("topical-chat") == dataset_of("topical-chat-entity-fact") == DATASETS["topical-chat"]
+    assert dataset_of("sugar") == DATASETS["sugar"]
+    assert dataset_of("sugarcane")[1:] == ("?", "?") and dataset_of("my-logs") == ("my-logs", "?", "?")
