@@ -59,7 +59,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", required=True, help="model directory to write")
     p.add_argument("--build", default=None, help="where intermediate graphs go (default build/<run name>)")
     p.add_argument("--name", default="dialogue-minilm-l6")
-    p.add_argument("--version", default="2.1.0")
+    p.add_argument("--version", default="2.2.0")
     p.add_argument("--max-p1-loss", type=float, default=0.01, help="dev P@1 a quantised graph may lose")
     p.add_argument(
         "--max-mb", type=float, default=60.0, help="largest graph that may ship (repository budget)"
@@ -238,7 +238,7 @@ def training_stages(config: dict[str, Any]) -> list[dict[str, Any]]:
 def interpolation_line(config: dict[str, Any]) -> str:
     """The card's sentence on ``training.interpolate``, when the run was interpolated."""
     alpha = (config.get("interpolation") or {}).get("alpha")
-    if alpha is None:
+    if alpha is None or alpha == 1:  # 1: the fine-tuned weights as they are, calibration re-fitted
         return ""
     return (
         f"\nThe weights are {alpha:g} x the fine-tuned model's plus {1 - alpha:g} x the untrained model's "
