@@ -54,6 +54,9 @@ MIX2 ?= --data $(DATA)/sugar.jsonl:2 --data $(DATA)/topical-chat-entity-fact.jso
 	--data $(DATA)/topical-chat-fact-only.jsonl:0.04 --seed 14 --lr 2e-5 --max-steps 150
 # Weight of the fine-tuned run against the fresh cosine-head model (see README "Training").
 ALPHA ?= 1
+# Training files whose dev lists choose the abstention threshold: the requests it is for, not
+# stage 2's lead-sentence lists (see README "Training").
+THRESHOLD_ON ?= sugar,topical-chat
 
 # Convert the shared data to ranking lists, train the shared-prefix ranker on the first mix, then
 # on the second from there, interpolate it toward the fresh cosine-head model (ALPHA, see
@@ -72,7 +75,7 @@ model: $(VENV)/.dev-deps
 	HF_HUB_OFFLINE=1 $(BIN)/python -m training.train $(MIX) --out $(TUNED)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m training.train --init $(TUNED) $(MIX2) --out $(STAGE2)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m training.interpolate --run $(STAGE2) --alpha $(ALPHA) --out $(RUN)
-	HF_HUB_OFFLINE=1 $(BIN)/python -m export --run $(RUN) --out $(MODEL_DIR)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m export --run $(RUN) --out $(MODEL_DIR) --threshold-on $(THRESHOLD_ON)
 	$(BIN)/python -m training.domain_eval --model $(MODEL_DIR) --split test \
 		--lists sugar=$(DATA)/sugar.jsonl --lists topical-chat=$(DATA)/topical-chat.jsonl \
 		--max-lists 600 --out $(MODEL_DIR)/eval-test.json

@@ -29,6 +29,7 @@ from export import onnx_graph, quantize
 from export.checks import score_sequences, session
 from service.calibration import Calibrator
 from service.list_encoding import EncodedList, ListEncoder
+from training import metrics
 from training.ranking_data import RankingList
 from training.shared_prefix import INPUT_NAMES, OUTPUT_NAME, SharedPrefixRanker, score_requests
 from training.train import calibrated_report, dev_report, fit_calibration, run_dev_lists
@@ -65,6 +66,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--max-mb", type=float, default=60.0, help="largest graph that may ship (repository budget)"
     )
     p.add_argument("--speed-requests", type=int, default=120, help="situated dev requests timed per graph")
+    p.add_argument(
+        "--threshold-on",
+        default=None,
+        help="comma-separated training files, of any stage, whose dev lists choose the abstention "
+        "threshold (default: every file of the run; the calibration map is fitted on those either way)",
+    )
     return p.parse_args(argv)
 
 
@@ -95,6 +102,35 @@ def list_invariance(sess, encoder: ListEncoder, lists: list[RankingList], calibr
     return {"max_abs_prob_change": float(flat.max()), "mean_abs_prob_change": float(flat.mean())}
 
 
+def list_requests(encoder: ListEncoder, lists: list[RankingList]) -> list[list[EncodedList]]:
+    """Each list as the service encodes its request: every situation, every candidate."""
+    return [encoder.encode_request(x.context, x.situations, [c.text for c in x.candidates]) for x in lists]
+
+
+def threshold_on(fitted: dict, names: list[str], config: dict, sess, encoder: ListEncoder) -> dict:
+    """``fitted`` with its abstention threshold chosen on the dev lists of ``names`` only.
+
+    A run's dev lists are those of its own training files; a second stage's files may be made to
+    teach one thing (e.g. lists whose every negative is a lead sentence, which the ranker soon finds
+    easy) and are not the requests the threshold is for. Earlier stages' files can be named too.
+    """
+    lists: dict[str, list[RankingList]] = {}
+    for stage in training_stages(config):
+        for name, held in run_dev_lists(stage).items():
+            lists.setdefault(name, held)
+    unknown = sorted(set(names) - set(lists))
+    if unknown:
+        have = ", ".join(lists)
+        raise SystemExit(f"--threshold-on {','.join(unknown)}: no such training file (have: {have})")
+    platt = fitted["maps"]["platt"]
+    probs, labels = [], []
+    for name in names:
+        probs += [platt(z) for z in score_sequences(sess, encoder, list_requests(encoder, lists[name]))]
+        labels += [[int(c.appropriate) for c in x.candidates] for x in lists[name]]
+    threshold, accuracy = metrics.best_abstention_threshold(probs, labels)
+    return {**fitted, "threshold": threshold, "abstention_accuracy": accuracy, "threshold_on": names}
+
+
 def requests_per_s(sess, requests: list[list[EncodedList]], encoder: ListEncoder) -> float:
     """Requests per second over ``requests``, one sequence per call, after one warm-up pass."""
     score_sequences(sess, encoder, requests[:10])
@@ -118,10 +154,7 @@ def main(argv: list[str] | None = None) -> dict:
         max_chunk_candidates=MAX_CHUNK_CANDIDATES,
     )
     dev = run_dev_lists(config)
-    dev_requests = {
-        name: [encoder.encode_request(x.context, x.situations, [c.text for c in x.candidates]) for x in lists]
-        for name, lists in dev.items()
-    }
+    dev_requests = {name: list_requests(encoder, lists) for name, lists in dev.items()}
     # Speed on situated requests with every statement (the shape the service's SLO is about).
     situated = [r for lists in dev_requests.values() for r in lists if r[0].statements_kept >= 8]
     situated = random.Random(0).sample(situated, min(args.speed_requests, len(situated)))
@@ -185,6 +218,8 @@ def main(argv: list[str] | None = None) -> dict:
     report["shipped"] = shipped
     print("shipping", shipped, flush=True)
     fitted = fit_calibration(dev, logits_by_variant[shipped])
+    if args.threshold_on:
+        fitted = threshold_on(fitted, args.threshold_on.split(","), config, session(paths[shipped]), encoder)
     calibrated = calibrated_report(dev, logits_by_variant[shipped], fitted)
     (build / "export_report.json").write_text(json.dumps(report, indent=2))
     out = write_shared_prefix_bundle(
@@ -270,7 +305,7 @@ the mean over its tokens |
 ## Scores
 `score` = calibrated P(appropriate) (rated acceptable or best; Topical-Chat: the true next
 turn), Platt-fitted on the pooled dev lists of every training file with the shipped graph. The
-service abstains when no candidate reaches {threshold:.3f}.
+service abstains when no candidate reaches {threshold:.3f} (chosen on the dev lists of {threshold_on}).
 
 ## Training data
 {data_rows}
@@ -340,6 +375,7 @@ def write_shared_prefix_bundle(
         "calibration": fitted["maps"]["platt"].to_dict(),
         "calibration_alternatives": {m: c.to_dict() for m, c in fitted["maps"].items()},
         "threshold": float(fitted["threshold"]),
+        "threshold_fitted_on": fitted.get("threshold_on") or sorted(dev),
         "appropriate_means": "rated acceptable (1) or best (2); Topical-Chat: the true next turn",
         "training_data": {
             "datasets": data,
@@ -371,6 +407,7 @@ def write_shared_prefix_bundle(
             version=args.version,
             precision=PRECISION[precision],
             threshold=metadata["threshold"],
+            threshold_on=", ".join(metadata["threshold_fitted_on"]),
             data_rows="\n".join(rows),
             stage_line=STAGE_LINE if len(training_stages(config)) > 1 else "",
             dev_table="\n".join(table),
