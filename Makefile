@@ -43,7 +43,6 @@ report: $(VENV)/.dev-deps
 SHARED ?= ../shared/data
 DATA ?= runs/data
 TUNED ?= runs/ranker-tuned
-STAGE2 ?= runs/ranker-stage2
 RUN ?= runs/ranker
 MODEL_DIR ?= models/dialogue-minilm-l6
 # Training mixes (FILE:WEIGHT = passes over its train lists per epoch): see README "Training".
@@ -52,15 +51,13 @@ MODEL_DIR ?= models/dialogue-minilm-l6
 MIX ?= --data $(DATA)/sugar.jsonl:2 --data $(DATA)/topical-chat.jsonl:0.08
 MIX2 ?= --data $(DATA)/sugar.jsonl:2 --data $(DATA)/topical-chat-entity-fact.jsonl:0.04 \
 	--data $(DATA)/topical-chat-fact-only.jsonl:0.04 --seed 14 --lr 2e-5 --max-steps 150
-# Weight of the fine-tuned run against the fresh cosine-head model (see README "Training").
-ALPHA ?= 1
 # Training files whose dev lists choose the abstention threshold: the requests it is for, not
 # stage 2's lead-sentence lists (see README "Training").
 THRESHOLD_ON ?= sugar,topical-chat
 
 # Convert the shared data to ranking lists, train the shared-prefix ranker on the first mix, then
-# on the second from there, interpolate it toward the fresh cosine-head model (ALPHA, see
-# training/interpolate.py; 1 keeps the fine-tuned weights and re-fits calibration), export the
+# on the second from there (training.interpolate toward the fresh model is a separate tool:
+# interpolating did not pay for the second stage, see README "Training"), export the
 # graphs (fp32, dynamic and static int8, measured side by side; the fastest that holds dev P@1
 # ships), then evaluate per domain on held-out lists (DailyDialog++: evaluation only).
 model: $(VENV)/.dev-deps
@@ -73,8 +70,7 @@ model: $(VENV)/.dev-deps
 		$(DATA)/topical-chat-fact-only.jsonl --negatives fact:3
 	$(BIN)/python -m training.convert dailydialog-pp $(SHARED)/dailydialog_pp/dev.jsonl $(DATA)/dailydialog-pp.jsonl
 	HF_HUB_OFFLINE=1 $(BIN)/python -m training.train $(MIX) --out $(TUNED)
-	HF_HUB_OFFLINE=1 $(BIN)/python -m training.train --init $(TUNED) $(MIX2) --out $(STAGE2)
-	HF_HUB_OFFLINE=1 $(BIN)/python -m training.interpolate --run $(STAGE2) --alpha $(ALPHA) --out $(RUN)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m training.train --init $(TUNED) $(MIX2) --out $(RUN)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m export --run $(RUN) --out $(MODEL_DIR) --threshold-on $(THRESHOLD_ON)
 	$(BIN)/python -m training.domain_eval --model $(MODEL_DIR) --split test \
 		--lists sugar=$(DATA)/sugar.jsonl --lists topical-chat=$(DATA)/topical-chat.jsonl \
