@@ -59,7 +59,8 @@ THRESHOLD_ON ?= sugar,topical-chat
 # on the second from there (training.interpolate toward the fresh model is a separate tool:
 # interpolating did not pay for the second stage, see README "Training"), export the
 # graphs (fp32, dynamic and static int8, measured side by side; the fastest that holds dev P@1
-# ships), then evaluate per domain on held-out lists (DailyDialog++: evaluation only).
+# ships), then evaluate per domain on held-out lists (DailyDialog++: evaluation only), writing the
+# tables into the model card.
 model: $(VENV)/.dev-deps
 	mkdir -p $(DATA)
 	$(BIN)/python -m training.convert sugar $(SHARED)/sugar/sugar.jsonl $(DATA)/sugar.jsonl
@@ -74,9 +75,10 @@ model: $(VENV)/.dev-deps
 	HF_HUB_OFFLINE=1 $(BIN)/python -m export --run $(RUN) --out $(MODEL_DIR) --threshold-on $(THRESHOLD_ON)
 	$(BIN)/python -m training.domain_eval --model $(MODEL_DIR) --split test \
 		--lists sugar=$(DATA)/sugar.jsonl --lists topical-chat=$(DATA)/topical-chat.jsonl \
-		--max-lists 600 --out $(MODEL_DIR)/eval-test.json
+		--max-lists 600 --out $(MODEL_DIR)/eval-test.json --card $(MODEL_DIR)/MODEL_CARD.md
 	$(BIN)/python -m training.domain_eval --model $(MODEL_DIR) --split all \
-		--lists dailydialog-pp=$(DATA)/dailydialog-pp.jsonl --out $(MODEL_DIR)/eval-ddpp.json
+		--lists dailydialog-pp=$(DATA)/dailydialog-pp.jsonl --out $(MODEL_DIR)/eval-ddpp.json \
+		--card $(MODEL_DIR)/MODEL_CARD.md
 
 # `make loadtest`: Locust, headless, against a service that is already running: start it first
 # with `make serve` in another shell (or set HOST). SHAPE is step, constant (needs RPS > 0) or

@@ -320,9 +320,11 @@ DailyDialog++ (CC BY-NC-SA) is used for evaluation and model selection only.
 ## Limits
 English only. Topical-Chat positives are the true next turn; other good replies among its mined
 negatives count as wrong. Scores on a new domain are best re-fitted on labelled lists from it
-(`python -m training.train --data yours.jsonl ...`). The threshold is fitted on the pooled dev
-lists: where a dev file's abstention accuracy above is near 0.5, abstention says nothing on that
-kind of request; read the ranking and pass `min_score` (0 turns abstention off for a request).
+(`python -m training.train --data yours.jsonl ...`). Where a dev file's abstention accuracy above
+(or a held-out one below) is near 0.5, abstention says nothing on that kind of request; read the
+ranking and pass `min_score` (0 turns abstention off for a request). A candidate that repeats a
+turn of the conversation can rank high: the service's repeat mask (`ranking.mask_repeats`, on by
+default) removes such candidates before ranking.
 """
 
 

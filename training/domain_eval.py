@@ -13,6 +13,8 @@ threshold. Statements go through the bundle's selector first, as in the service.
 ``--split`` keeps the lists whose group falls in that part of :func:`group_split` (a stable hash
 of the group, so training and evaluation agree without a split file); ``all`` keeps every list
 (for data no model trains on, such as DailyDialog++). ``--max-lists`` takes a seeded sample.
+``--card`` writes the table into the model card as a section of its own (one per split and set
+of names, replaced on the next run), so a re-export followed by evaluation leaves a complete card.
 """
 
 from __future__ import annotations
@@ -175,6 +177,34 @@ def markdown(model: str, results: dict[str, dict]) -> str:
     return "\n".join(rows) + "\n"
 
 
+def card_section(split: str, names: Sequence[str], table: str) -> tuple[str, str]:
+    """The heading and body of the card section for one evaluation run."""
+    part = "every list" if split == "all" else f"{split} split"
+    heading = f"## Held-out evaluation: {', '.join(names)} ({part})"
+    where = {
+        "all": "every list (data no model trains on)",
+        "test": "the test part of the group split (read by no training step)",
+    }.get(split, f"the {split} part of the group split")
+    body = (
+        f"`python -m training.domain_eval --split {split}`: {where}, scored as the service scores"
+        " them (one sequence per request, the shipped graph, calibrated; abstention at the"
+        " bundle's threshold).\n\n" + table
+    )
+    return heading, body
+
+
+def write_card_section(card: Path, heading: str, body: str) -> None:
+    """Replace the section under ``heading`` (up to the next ``## ``) or append it."""
+    lines = card.read_text(encoding="utf-8").rstrip("\n").split("\n")
+    if heading in lines:
+        start = lines.index(heading)
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        lines[start:end] = [heading, "", *body.rstrip("\n").split("\n"), ""]
+    else:
+        lines += ["", heading, "", *body.rstrip("\n").split("\n")]
+    card.write_text("\n".join(lines).rstrip("\n") + "\n", encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> dict[str, dict]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -187,7 +217,12 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="also write the JSON results here")
+    parser.add_argument(
+        "--card", type=Path, help="write the table into this model card (MODEL_CARD.md) as its own section"
+    )
     args = parser.parse_args(argv)
+    if args.card and not args.card.is_file():
+        parser.error(f"--card: no such file: {args.card}")
     chosen = {}  # every file is read before the model loads: a bad line fails at once
     for entry in args.lists:
         name, _, path = entry.partition("=")
@@ -201,7 +236,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     scorer = ListScorer(bundle)
     results = {name: evaluate(x, scorer.probabilities(x), bundle.threshold) for name, x in chosen.items()}
     print(json.dumps(results, indent=2))
-    print(markdown(bundle.model_id, results))
+    table = markdown(bundle.model_id, results)
+    print(table)
+    if args.card:
+        write_card_section(args.card, *card_section(args.split, list(results), table))
     if args.out:
         args.out.write_text(
             json.dumps({"model": bundle.model_id, "split": args.split, "results": results}, indent=2)
