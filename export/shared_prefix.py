@@ -304,8 +304,9 @@ the mean over its tokens |
 
 ## Scores
 `score` = calibrated P(appropriate) (rated acceptable or best; Topical-Chat: the true next
-turn), Platt-fitted on the pooled dev lists of every training file with the shipped graph. The
-service abstains when no candidate reaches {threshold:.3f} (chosen on the dev lists of {threshold_on}).
+turn), Platt-fitted on the pooled dev lists of the last stage's training files with the shipped
+graph. The service abstains when no candidate reaches {threshold:.3f} (chosen on the dev lists of
+{threshold_on}).
 
 ## Training data
 {data_rows}
