@@ -100,6 +100,9 @@ def main(argv: list[str] | None = None) -> dict:
     peek.add_argument("--run")
     given = peek.parse_known_args(argv)[0].run
     config = Path(given or ".") / "config.json"
+    if given and not config.is_file():
+        # A run directory is complete only when training ends (config.json is written last).
+        sys.exit(f"{given}: not a finished training run (no config.json)")
     kind = json.loads(config.read_text()).get("encoding", {}).get("kind") if config.is_file() else None
     if kind == "pair-design-run":
         sys.exit(f"{config.parent}: a per-pair design run (training.train --layout pair) is not exported")

@@ -464,3 +464,15 @@ def test_a_training_file_is_credited_to_its_dataset_by_name():
     assert dataset_of("topical-chat") == dataset_of("topical-chat-entity-fact") == DATASETS["topical-chat"]
     assert dataset_of("sugar") == DATASETS["sugar"]
     assert dataset_of("sugarcane")[1:] == ("?", "?") and dataset_of("my-logs") == ("my-logs", "?", "?")
+
+
+def test_export_of_an_unfinished_run_says_so_without_a_traceback(tmp_path):
+    """A run directory without config.json (training still running, or killed) is refused by name."""
+    pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    run = tmp_path / "run-in-progress"
+    run.mkdir()
+    command = ["export", "--run", str(run), "--out", str(tmp_path / "model"), "--threshold-on", "sugar"]
+    done = subprocess.run([sys.executable, "-m", *command], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert f"{run}: not a finished training run (no config.json)" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "model").exists()
