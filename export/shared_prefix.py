@@ -27,6 +27,7 @@ import torch
 
 from export import onnx_graph, quantize
 from export.checks import score_sequences, session
+from export.machine import describe_for_report, read_cpu
 from service.calibration import Calibrator
 from service.list_encoding import EncodedList, ListEncoder
 from training import metrics
@@ -171,7 +172,12 @@ def main(argv: list[str] | None = None) -> dict:
         input_names=INPUT_NAMES,
         work_dir=build / "tmp-ranker",
     )
-    report: dict[str, Any] = {"build_seconds": round(time.time() - started, 1), "variants": {}}
+    report: dict[str, Any] = {
+        "build_seconds": round(time.time() - started, 1),
+        # int8 scores and speeds depend on the CPU's instruction sets: say which machine measured them.
+        "machine": describe_for_report(read_cpu()),
+        "variants": {},
+    }
     torch_model = SharedPrefixRanker.load(run / "ranker").eval()
     sample = [r for lists in dev_requests.values() for r in lists[:40]]
     torch_logits = np.concatenate(score_requests(torch_model, encoder, sample, torch.device("cpu")))
@@ -318,6 +324,8 @@ DailyDialog++ (CC BY-NC-SA) is used for evaluation and model selection only.
 ## Dev metrics (shipped graph, calibrated)
 {dev_table}
 
+{machine_line}
+
 ## Limits
 English only. Topical-Chat positives are the true next turn; other good replies among its mined
 negatives count as wrong. Scores on a new domain are best re-fitted on labelled lists from it
@@ -327,6 +335,18 @@ ranking and pass `min_score` (0 turns abstention off for a request). A candidate
 turn of the conversation can rank high: the service's repeat mask (`ranking.mask_repeats`, on by
 default) removes such candidates before ranking.
 """
+
+
+def machine_line(machine: dict[str, Any] | None) -> str:
+    """Where the export measured: int8 scores differ between CPUs (AVX2 against AVX-512 VNNI)."""
+    if not machine:
+        return ""
+    flags = ", ".join(machine["kernel_flags"]) or "none of AVX2, AVX-512, VNNI"
+    return (
+        f"Measured with ONNX Runtime {machine['onnxruntime']} on {machine['cpu']} ({flags}). ONNX"
+        " Runtime picks its int8 kernels by instruction set, so the int8 graph's scores on a CPU"
+        " without the same ones can differ by about 0.01-0.02 of P@1."
+    )
 
 
 def write_shared_prefix_bundle(
@@ -414,6 +434,7 @@ def write_shared_prefix_bundle(
             data_rows="\n".join(rows),
             stage_line=STAGE_LINE if len(training_stages(config)) > 1 else "",
             dev_table="\n".join(table),
+            machine_line=machine_line(report.get("machine")),
             head_line=HEAD_LINES[config.get("head", "linear")] + interpolation_line(config),
         )
     )

@@ -476,3 +476,20 @@ def test_export_of_an_unfinished_run_says_so_without_a_traceback(tmp_path):
     assert done.returncode == 1, done.stderr
     assert f"{run}: not a finished training run (no config.json)" in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "model").exists()
+
+
+def test_the_export_names_the_machine_its_int8_figures_were_measured_on():
+    """int8 scores depend on the CPU's instruction sets: the report and the card say which CPU."""
+    pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    import onnxruntime
+
+    from export.machine import describe_for_report, read_cpu
+    from export.shared_prefix import machine_line
+
+    cpu = read_cpu()
+    machine = describe_for_report(cpu)
+    assert machine["cpu"] == cpu.model and machine["onnxruntime"] == onnxruntime.__version__
+    assert set(machine["kernel_flags"]) <= cpu.flags
+    line = machine_line(machine)
+    assert line.startswith(f"Measured with ONNX Runtime {onnxruntime.__version__} on {cpu.model}")
+    assert machine_line(None) == ""  # a report from before the machine was recorded
