@@ -122,6 +122,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-prefix-tokens", type=int, default=256)
     p.add_argument("--max-candidate-tokens", type=int, default=64)
     p.add_argument("--dev-lists", type=int, default=400, help="dev lists per file (a seeded sample)")
+    p.add_argument(
+        "--dev-seed",
+        type=int,
+        default=None,
+        help="seed of that sample (default: --seed); give runs of different --seed the same one to "
+        "compare them on the same dev lists",
+    )
     p.add_argument("--limit", type=int, default=None, help="first N train lists per file (smoke runs)")
     p.add_argument("--max-steps", type=int, default=None, help="stop after N steps (smoke runs)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
@@ -173,7 +180,8 @@ def load_splits(
 ) -> tuple[dict[str, list[RankingList]], dict[str, list[RankingList]]]:
     """Train and dev lists per file."""
     train, dev = {}, {}
-    rng = random.Random(args.seed)
+    dev_seed = getattr(args, "dev_seed", None)
+    rng = random.Random(args.seed if dev_seed is None else dev_seed)
     for source in args.data:
         if source.name in train:
             raise DataError(f"{source.path}: another --data file is also named {source.name!r}")
@@ -193,6 +201,7 @@ def run_dev_lists(config: dict[str, Any]) -> dict[str, list[RankingList]]:
     split_args = argparse.Namespace(
         data=[Source(d["name"], Path(d["file"]), d["weight"]) for d in config["data"]],
         seed=config["seed"],
+        dev_seed=config.get("dev_seed"),  # absent in runs from before --dev-seed
         dev_lists=config["dev_lists"],
         limit=config.get("limit"),
     )

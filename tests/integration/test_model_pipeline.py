@@ -493,3 +493,35 @@ def test_the_export_names_the_machine_its_int8_figures_were_measured_on():
     line = machine_line(machine)
     assert line.startswith(f"Measured with ONNX Runtime {onnxruntime.__version__} on {cpu.model}")
     assert machine_line(None) == ""  # a report from before the machine was recorded
+
+
+def test_dev_seed_fixes_the_dev_sample_across_training_seeds(tmp_path):
+    """Runs of different --seed compare on the same dev lists when they share --dev-seed."""
+    pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    from training.domain_eval import group_split
+    from training.ranking_data import Candidate, RankingList, write_lists
+    from training.train import load_splits, parse_args, run_dev_lists
+
+    lists = [
+        RankingList(
+            context=(Turn("user", f"turn {i}"),),
+            situations=(),
+            candidates=(Candidate(f"reply {i}", 1), Candidate("no", 0)),
+            group=f"g{i}",
+        )
+        for i in range(400)
+    ]
+    data = tmp_path / "lists.jsonl"
+    write_lists(data, lists)
+    assert sum(group_split(x.group) == "dev" for x in lists) > 20  # enough to sample 10 from
+
+    def dev_groups(*flags: str) -> list[str]:
+        args = parse_args(["--data", str(data), "--out", str(tmp_path / "run"), "--dev-lists", "10", *flags])
+        return [x.group for x in load_splits(args)[1]["lists"]]
+
+    assert dev_groups("--seed", "13") != dev_groups("--seed", "14")  # the default: the run's seed
+    assert dev_groups("--seed", "13", "--dev-seed", "0") == dev_groups("--seed", "14", "--dev-seed", "0")
+    # A finished run's dev lists are re-derived from its config (export calibrates on them).
+    config = {"data": [{"name": "lists", "file": str(data), "weight": 1.0}], "seed": 14, "dev_seed": 0,
+              "dev_lists": 10}  # fmt: skip
+    assert [x.group for x in run_dev_lists(config)["lists"]] == dev_groups("--seed", "14", "--dev-seed", "0")
