@@ -16,9 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from export.machine import CpuInfo, read_cpu
-
-__all__ = ["CpuInfo", "read_cpu"]  # re-exported: the report and its tests read the CPU from here
+from export.machine import CpuInfo
 
 #: Weight-matrix product ops of ONNX graphs, fp32 (MatMul) and dynamically quantised (MatMulInteger).
 _WEIGHT_OPS = ("MatMul", "MatMulInteger", "Gemm")

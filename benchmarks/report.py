@@ -64,10 +64,10 @@ from compute_limit import (  # noqa: E402
     describe_machine,
     flops_per_pair,
     peak_fp32,
-    read_cpu,
 )
 from report_output import Point, Section, markdown_table, write_report  # noqa: E402
 
+from export.machine import read_cpu  # noqa: E402
 from service.model_bundle import ModelBundle, load_bundle  # noqa: E402
 from service.tokenization import DEFAULT_SPEAKER, EncodedPair, PairEncoder, Turn, turn_text  # noqa: E402
 

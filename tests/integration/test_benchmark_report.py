@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from benchmarks import report
-from benchmarks.compute_limit import CpuInfo, ModelDims, flops_per_pair, peak_fp32, read_cpu
+from benchmarks.compute_limit import ModelDims, flops_per_pair, peak_fp32
 from benchmarks.report_output import Point, Section, markdown_table, write_report
+from export.machine import CpuInfo, read_cpu
 from service.model_bundle import load_bundle
 from service.tokenization import Turn, load_tokenizer
 
