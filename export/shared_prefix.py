@@ -108,16 +108,25 @@ def list_requests(encoder: ListEncoder, lists: list[RankingList]) -> list[list[E
     return [encoder.encode_request(x.context, x.situations, [c.text for c in x.candidates]) for x in lists]
 
 
-def threshold_on(fitted: dict, names: list[str], config: dict, sess, encoder: ListEncoder) -> dict:
+def threshold_on(
+    fitted: dict,
+    names: list[str],
+    config: dict,
+    dev: dict[str, list[RankingList]],
+    sess,
+    encoder: ListEncoder,
+) -> dict:
     """``fitted`` with its abstention threshold chosen on the dev lists of ``names`` only.
 
-    A run's dev lists are those of its own training files; a second stage's files may be made to
-    teach one thing (e.g. lists whose every negative is a lead sentence, which the ranker soon finds
-    easy) and are not the requests the threshold is for. Earlier stages' files can be named too.
+    A run's dev lists (``dev``, already read) are those of its own training files; a second stage's
+    files may be made to teach one thing (e.g. lists whose every negative is a lead sentence, which
+    the ranker soon finds easy) and are not the requests the threshold is for. Earlier stages' files
+    can be named too (the earliest stage's dev lists of a file win).
     """
     lists: dict[str, list[RankingList]] = {}
-    for stage in training_stages(config):
-        for name, held in run_dev_lists(stage).items():
+    *earlier, _ = training_stages(config)
+    for held_by_name in [*(run_dev_lists(stage) for stage in earlier), dev]:
+        for name, held in held_by_name.items():
             lists.setdefault(name, held)
     unknown = sorted(set(names) - set(lists))
     if unknown:
@@ -225,7 +234,9 @@ def main(argv: list[str] | None = None) -> dict:
     print("shipping", shipped, flush=True)
     fitted = fit_calibration(dev, logits_by_variant[shipped])
     if args.threshold_on:
-        fitted = threshold_on(fitted, args.threshold_on.split(","), config, session(paths[shipped]), encoder)
+        fitted = threshold_on(
+            fitted, args.threshold_on.split(","), config, dev, session(paths[shipped]), encoder
+        )
     calibrated = calibrated_report(dev, logits_by_variant[shipped], fitted)
     (build / "export_report.json").write_text(json.dumps(report, indent=2))
     out = write_shared_prefix_bundle(
