@@ -5,7 +5,10 @@
     python -m training.convert dailydialog-pp ../shared/data/dailydialog_pp/dev.jsonl runs/data/ddpp.jsonl
 
 - **sugar**: one list per example: the request, its 12 statements (the gold ones marked
-  relevant), its three rated responses. CC BY-SA 4.0.
+  relevant), its three rated responses. With ``--negatives``, wrong replies (label 0) are added,
+  named in their ``generator``: ``statement`` (one of the example's distractor statements, said as
+  the reply: about the situation, but not about the request) and ``other-reply`` (the best reply
+  to another request: a fitting assistant reply, to something else). CC BY-SA 4.0.
 - **topical-chat**: one list per turn (from the second on) of each conversation: the true next
   turn (label 1) against negatives mined to look right on the surface, each named in its
   ``generator``: ``context`` (one of the context's own earlier turns, repeated), ``nearby`` (a
@@ -47,6 +50,8 @@ TOPICAL_CHAT_SPLITS = ("valid_freq", "valid_rare", "test_freq", "test_rare")
 #: lists use this mix; ``--negatives`` writes other mixes (e.g. for training) from the same turns.
 NEGATIVES = {"context": 2, "nearby": 3, "same-entity": 2, "random": 2}
 NEGATIVE_KINDS = ("echo", "context", "nearby", "same-entity", "overlap", "fact", "random")
+#: Wrong replies ``--negatives`` can add to SUGAR lists (none by default).
+SUGAR_NEGATIVE_KINDS = ("statement", "other-reply")
 #: ``overlap`` negatives are drawn from this many nearest turns of other conversations.
 OVERLAP_POOL = 10
 #: Context turns kept before the next turn (older ones add length, not signal).
@@ -56,18 +61,40 @@ MAX_SITUATIONS = 4
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'])")
 
 
-def convert_sugar(path: Path) -> Iterator[RankingList]:
-    """SUGAR examples as ranking lists."""
+def convert_sugar(
+    path: Path, *, seed: int = 0, negatives: dict[str, int] | None = None
+) -> Iterator[RankingList]:
+    """SUGAR examples as ranking lists, with ``negatives`` (see the module doc) added when asked."""
     from training.sugar import load_sugar
 
-    for example in load_sugar(path):
+    mix = negatives or {}
+    examples = list(load_sugar(path))
+    best_replies = [
+        (x.index, x.candidates[x.labels.index(max(x.labels))]) for x in examples if max(x.labels) == 2
+    ]
+    rng = random.Random(seed)
+    for example in examples:
+        candidates = [
+            Candidate(t, label) for t, label in zip(example.candidates, example.labels, strict=True)
+        ]
+        seen = {c.text.lower() for c in candidates}
+        added: list[Candidate] = []
+        distractors = [s for i, s in enumerate(example.statements) if i not in set(example.gold)]
+        _take(rng, distractors, mix.get("statement", 0), "statement", seen, added)
+        others = [text for index, text in best_replies if index != example.index]
+        _take(
+            rng,
+            rng.sample(others, min(len(others), 4 * mix.get("other-reply", 0))),
+            mix.get("other-reply", 0),
+            "other-reply",
+            seen,
+            added,
+        )
         yield RankingList(
             context=tuple(example.turns),
             situations=example.statements,
             relevant_situations=example.gold,
-            candidates=tuple(
-                Candidate(t, label) for t, label in zip(example.candidates, example.labels, strict=True)
-            ),
+            candidates=(*candidates, *added),
             group=f"sugar-{example.index}",
         )
 
@@ -107,14 +134,14 @@ def _take(
         out.append(Candidate(text, 0, kind))
 
 
-def parse_negatives(text: str) -> dict[str, int]:
-    """``KIND:N,KIND:N,...`` (kinds from :data:`NEGATIVE_KINDS`) as a negative mix."""
+def parse_negatives(text: str, kinds: tuple[str, ...] = NEGATIVE_KINDS) -> dict[str, int]:
+    """``KIND:N,KIND:N,...`` (kinds from ``kinds``) as a negative mix."""
     mix: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         kind, _, count = part.partition(":")
-        if kind not in NEGATIVE_KINDS or not count.isdigit():
+        if kind not in kinds or not count.isdigit():
             raise argparse.ArgumentTypeError(
-                f"--negatives takes KIND:N,... with KIND in {', '.join(NEGATIVE_KINDS)}; got {part!r}"
+                f"--negatives takes KIND:N,... with KIND in {', '.join(kinds)}; got {part!r}"
             )
         mix[kind] = int(count)
     if sum(mix.values()) < 1:
@@ -270,15 +297,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="the JSONL file to write")
     parser.add_argument(
         "--negatives",
-        type=parse_negatives,
         default=None,
-        help="topical-chat only: the negative mix, KIND:N,... (default: "
+        metavar="KIND:N,...",
+        help="topical-chat: the negative mix, with KIND in "
+        + ", ".join(NEGATIVE_KINDS)
+        + " (default: "
         + ",".join(f"{k}:{n}" for k, n in NEGATIVES.items())
-        + ")",
+        + "); sugar: wrong replies to add, with KIND in "
+        + ", ".join(SUGAR_NEGATIVE_KINDS)
+        + " (default: none)",
     )
     args = parser.parse_args(argv)
-    if args.negatives is not None and args.dataset != "topical-chat":
-        parser.error("--negatives is for topical-chat only")
+    if args.negatives is not None:
+        kinds = {"topical-chat": NEGATIVE_KINDS, "sugar": SUGAR_NEGATIVE_KINDS}.get(args.dataset)
+        if kinds is None:
+            parser.error(f"--negatives is for topical-chat and sugar, not {args.dataset}")
+        try:
+            args.negatives = parse_negatives(args.negatives, kinds)
+        except argparse.ArgumentTypeError as e:
+            parser.error(str(e))
     if not args.source.exists():
         parser.error(f"{args.source} does not exist")
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -202,6 +202,35 @@ def test_the_topical_chat_converter_writes_the_negative_mix_asked_for(tmp_path: 
     assert again.read_text() == out.read_text()
 
 
+def test_the_sugar_converter_adds_the_wrong_replies_asked_for(tmp_path: Path) -> None:
+    other = sugar_row(9) | {"u": "Can you turn on the lights?", "r": "Sure, switching the lights on."}
+    source = tmp_path / "sugar.jsonl"
+    source.write_text(json.dumps(sugar_row(4)) + "\n" + json.dumps(other) + "\n")
+    out = tmp_path / "out.jsonl"
+    assert convert.main(["sugar", str(source), str(out), "--negatives", "statement:2,other-reply:1"]) == 0
+    first, second = read_lists(out)
+    assert [c.label for c in first.candidates] == [2, 0, 1, 0, 0, 0]
+    added = first.candidates[3:]
+    assert [c.generator for c in added] == ["statement", "statement", "other-reply"]
+    distractors = {s for i, s in enumerate(first.situations) if i not in first.relevant_situations}
+    assert {c.text for c in added[:2]} <= distractors  # never a statement the request needs
+    assert added[2].text == "Sure, switching the lights on."  # the other request's best reply
+    assert second.candidates[5].text == "Sure, here is a glass."
+
+
+@pytest.mark.parametrize(
+    ("dataset", "mix"), [("sugar", "fact:1"), ("sugar", "statement:x"), ("dailydialog-pp", "statement:1")]
+)
+def test_sugar_wrong_replies_are_refused_by_name_when_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], dataset: str, mix: str
+) -> None:
+    source = tmp_path / "sugar.jsonl"
+    source.write_text(json.dumps(sugar_row(4)) + "\n")
+    with pytest.raises(SystemExit) as exit_:
+        convert.main([dataset, str(source), str(tmp_path / "o.jsonl"), "--negatives", mix])
+    assert exit_.value.code == 2 and "--negatives" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("mix", ["echo:x", "bogus:1", "random:0"])
 def test_a_bad_negative_mix_is_refused_by_name(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], mix: str
