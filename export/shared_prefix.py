@@ -71,7 +71,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--threshold-on",
         default=None,
         help="comma-separated training files, of any stage, whose dev lists choose the abstention "
-        "threshold (default: every file of the run; the calibration map is fitted on those either way)",
+        "threshold (default: the files the calibration map is fitted on)",
+    )
+    p.add_argument(
+        "--calibrate-on",
+        default=None,
+        help="comma-separated training files of the run's own stage whose dev lists fit the "
+        "calibration map (default: every file of the run)",
     )
     return p.parse_args(argv)
 
@@ -139,6 +145,24 @@ def threshold_on(
         labels += [[int(c.appropriate) for c in x.candidates] for x in lists[name]]
     threshold, accuracy = metrics.best_abstention_threshold(probs, labels)
     return {**fitted, "threshold": threshold, "abstention_accuracy": accuracy, "threshold_on": names}
+
+
+def calibrate_on(
+    names: str | None, dev: dict[str, list[RankingList]], logits: dict[str, list[np.ndarray]]
+) -> dict:
+    """The calibration map fitted on the dev lists of ``names`` (comma-separated; None: every file).
+
+    A file made to teach one thing (e.g. SUGAR lists with added wrong replies, which the ranker
+    soon finds easy) can pull the map away from the requests it is for.
+    """
+    chosen = list(dev) if names is None else names.split(",")
+    unknown = sorted(set(chosen) - set(dev))
+    if unknown:
+        raise SystemExit(
+            f"--calibrate-on {','.join(unknown)}: no such training file (have: {', '.join(dev)})"
+        )
+    fitted = fit_calibration({n: dev[n] for n in chosen}, {n: logits[n] for n in chosen})
+    return {**fitted, "calibrated_on": chosen}
 
 
 def requests_per_s(sess, requests: list[list[EncodedList]], encoder: ListEncoder) -> float:
@@ -232,7 +256,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"WARNING: no graph within {args.max_mb} MB holds dev P@1 within {args.max_p1_loss}")
     report["shipped"] = shipped
     print("shipping", shipped, flush=True)
-    fitted = fit_calibration(dev, logits_by_variant[shipped])
+    fitted = calibrate_on(args.calibrate_on, dev, logits_by_variant[shipped])
     if args.threshold_on:
         fitted = threshold_on(
             fitted, args.threshold_on.split(","), config, dev, session(paths[shipped]), encoder
@@ -321,8 +345,8 @@ the mean over its tokens |
 
 ## Scores
 `score` = calibrated P(appropriate) (rated acceptable or best; Topical-Chat: the true next
-turn), Platt-fitted on the pooled dev lists of the last stage's training files with the shipped
-graph. The service abstains when no candidate reaches {threshold:.3f} (chosen on the dev lists of
+turn), Platt-fitted with the shipped graph on the pooled dev lists of {calibrated_on} (files
+of the last stage). The service abstains when no candidate reaches {threshold:.3f} (chosen on the dev lists of
 {threshold_on}).
 
 ## Training data
@@ -409,7 +433,8 @@ def write_shared_prefix_bundle(
         "calibration": fitted["maps"]["platt"].to_dict(),
         "calibration_alternatives": {m: c.to_dict() for m, c in fitted["maps"].items()},
         "threshold": float(fitted["threshold"]),
-        "threshold_fitted_on": fitted.get("threshold_on") or sorted(dev),
+        "calibration_fitted_on": fitted.get("calibrated_on") or sorted(dev),
+        "threshold_fitted_on": fitted.get("threshold_on") or fitted.get("calibrated_on") or sorted(dev),
         "appropriate_means": "rated acceptable (1) or best (2); Topical-Chat: the true next turn",
         "training_data": {
             "datasets": data,
@@ -442,6 +467,7 @@ def write_shared_prefix_bundle(
             precision=PRECISION[precision],
             threshold=metadata["threshold"],
             threshold_on=", ".join(metadata["threshold_fitted_on"]),
+            calibrated_on=", ".join(metadata["calibration_fitted_on"]),
             data_rows="\n".join(rows),
             stage_line=STAGE_LINE if len(training_stages(config)) > 1 else "",
             dev_table="\n".join(table),

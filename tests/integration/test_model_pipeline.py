@@ -525,3 +525,39 @@ def test_dev_seed_fixes_the_dev_sample_across_training_seeds(tmp_path):
     config = {"data": [{"name": "lists", "file": str(data), "weight": 1.0}], "seed": 14, "dev_seed": 0,
               "dev_lists": 10}  # fmt: skip
     assert [x.group for x in run_dev_lists(config)["lists"]] == dev_groups("--seed", "14", "--dev-seed", "0")
+
+
+def test_the_calibration_map_is_fitted_on_the_files_named():
+    """export --calibrate-on: the Platt map of the named files' dev lists only; unknown names refused."""
+    pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    from export.shared_prefix import calibrate_on
+    from service.tokenization import Turn
+    from training.ranking_data import Candidate, RankingList
+    from training.train import fit_calibration
+
+    rng = np.random.default_rng(0)
+
+    def lists(n: int, shift: float):
+        made, logits = [], []
+        for i in range(n):
+            labels = [1, 0, 0]
+            made.append(
+                RankingList(
+                    (Turn("user", "hi"),), tuple(Candidate(f"c{j}", y) for j, y in enumerate(labels)), f"g{i}"
+                )
+            )
+            logits.append(np.asarray(labels, float) * 2 + shift + rng.normal(0, 1.5, 3))
+        return made, logits
+
+    (hard, hard_z), (easy, easy_z) = lists(60, 0.0), lists(60, 3.0)
+    dev, logits = {"hard": hard, "easy": easy}, {"hard": hard_z, "easy": easy_z}
+    chosen = calibrate_on("hard", dev, logits)
+    alone = fit_calibration({"hard": hard}, {"hard": hard_z})
+    assert chosen["calibrated_on"] == ["hard"]
+    assert chosen["maps"]["platt"].to_dict() == alone["maps"]["platt"].to_dict()
+    assert chosen["threshold"] == alone["threshold"]
+    pooled = calibrate_on(None, dev, logits)
+    assert pooled["calibrated_on"] == ["hard", "easy"]
+    assert pooled["maps"]["platt"].to_dict() != alone["maps"]["platt"].to_dict()  # the easy file moves it
+    with pytest.raises(SystemExit, match="--calibrate-on nope: no such training file"):
+        calibrate_on("hard,nope", dev, logits)
