@@ -47,10 +47,12 @@ RUN ?= runs/ranker
 MODEL_DIR ?= models/dialogue-minilm-l6
 # Training mixes (FILE:WEIGHT = passes over its train lists per epoch): see README "Training".
 # Stage 1: same-conversation negatives; stage 2, from stage 1: on-topic statements (wiki lead
-# sentences) and other conversations' turns, 150 steps at a lower learning rate.
+# sentences), other conversations' turns and SUGAR lists with a distractor statement said as a
+# wrong reply, 150 steps at a lower learning rate.
 MIX ?= --data $(DATA)/sugar.jsonl:2 --data $(DATA)/topical-chat.jsonl:0.08
 MIX2 ?= --data $(DATA)/sugar.jsonl:2 --data $(DATA)/topical-chat-entity-fact.jsonl:0.04 \
-	--data $(DATA)/topical-chat-fact-only.jsonl:0.04 --seed 14 --lr 2e-5 --max-steps 150
+	--data $(DATA)/topical-chat-fact-only.jsonl:0.04 --data $(DATA)/sugar-statement.jsonl:1 \
+	--seed 14 --lr 2e-5 --max-steps 150
 # Training files whose dev lists choose the abstention threshold: the requests it is for, not
 # stage 2's lead-sentence lists (see README "Training").
 THRESHOLD_ON ?= sugar,topical-chat
@@ -69,6 +71,8 @@ model: $(VENV)/.dev-deps
 		$(DATA)/topical-chat-entity-fact.jsonl --negatives same-entity:4,fact:2,random:3
 	$(BIN)/python -m training.convert topical-chat $(SHARED)/topical_chat \
 		$(DATA)/topical-chat-fact-only.jsonl --negatives fact:3
+	$(BIN)/python -m training.convert sugar $(SHARED)/sugar/sugar.jsonl $(DATA)/sugar-statement.jsonl \
+		--negatives statement:2
 	$(BIN)/python -m training.convert dailydialog-pp $(SHARED)/dailydialog_pp/dev.jsonl $(DATA)/dailydialog-pp.jsonl
 	HF_HUB_OFFLINE=1 $(BIN)/python -m training.train $(MIX) --out $(TUNED)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m training.train --init $(TUNED) $(MIX2) --out $(RUN)

@@ -4,10 +4,11 @@ Written by hand (not from any dataset): situated requests, open chat turns from 
 generators, and customer-service turns with an intent. Each case asserts that the person's pick
 ranks first through ``POST /rank`` on the real model (ONNX Runtime, in process).
 
-The service with model 2.2.0 gets 16 of the 20 right: 8 by the model, and 8 more because the
+The service with model 2.3.0 gets 16 of the 20 right: 12 by the model, and 4 more because the
 repeat mask (``ranking.mask_repeats``, on by default) removes a candidate that says a turn of the
-conversation again (2.1.0 got 14: 11 by the model, 3 by the mask; model 2.0.0 got 12 without the
-mask, and of the first 13 cases 2.0.0 got 8 and 1.1.0 got 3). Its misses are listed in
+conversation again (2.2.0 got 16: 8 by the model, 8 by the mask; 2.1.0 got 14: 11 by the model, 3
+by the mask; model 2.0.0 got 12 without the mask, and of the first 13 cases 2.0.0 got 8 and 1.1.0
+got 3). Its misses are listed in
 ``KNOWN_MISSES`` and marked strict xfail: they are asserted like the others, reported as expected
 failures, and a model that gets one right makes that case fail until the list is updated, so the
 count in the README stays true.
@@ -270,22 +271,23 @@ CASES = [
 ]
 
 
-#: Cases the service with model 2.2.0 gets wrong (the person's pick is not first), and whether the
+#: Cases the service with model 2.3.0 gets wrong (the person's pick is not first), and whether the
 #: service abstains on the hot-room request. Update with the README's count when the model changes.
 KNOWN_MISSES = {
-    "hot-room",
     "late-for-meeting",
+    "dinner-allergy",
     "open-chat-sad",
-    "service-cancel",
+    "open-chat-saxophone",
 }
-HOT_ROOM_ABSTAINS = False
+#: 2.3.0 ranks the window first, at 0.62: just under the bundle's threshold (0.631).
+HOT_ROOM_ABSTAINS = True
 
 
 def _with_known_misses(cases):
     marked = []
     for case in cases:
         if case.id in KNOWN_MISSES:
-            reason = "model 2.2.0 does not rank the person's pick first"
+            reason = "model 2.3.0 does not rank the person's pick first"
             case = pytest.param(*case.values, id=case.id, marks=pytest.mark.xfail(strict=True, reason=reason))
         marked.append(case)
     return marked
@@ -325,7 +327,7 @@ def test_the_person_s_pick_ranks_first(results, body, pick, request):
     assert top["id"] == _picked_id(body, pick), (name, answer["ranking"])
 
 
-@pytest.mark.xfail(HOT_ROOM_ABSTAINS, strict=True, reason="the model ranks pizza first and abstains")
+@pytest.mark.xfail(HOT_ROOM_ABSTAINS, strict=True, reason="the window ranks first, under the threshold")
 def test_the_hot_room_request_does_not_abstain(results):
     """The window is a good answer: the service must not abstain on it."""
     assert results["hot-room"]["abstain"] is False, results["hot-room"]
