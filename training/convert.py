@@ -79,9 +79,11 @@ def convert_sugar(
         ]
         seen = {c.text.lower() for c in candidates}
         added: list[Candidate] = []
-        distractors = [s for i, s in enumerate(example.statements) if i not in set(example.gold)]
+        relevant = set(example.gold)
+        distractors = [s for i, s in enumerate(example.statements) if i not in relevant]
         _take(rng, distractors, mix.get("statement", 0), "statement", seen, added)
         others = [text for index, text in best_replies if index != example.index]
+        # A few more than asked for: another request's best reply can repeat one of this list's.
         _take(
             rng,
             rng.sample(others, min(len(others), 4 * mix.get("other-reply", 0))),
