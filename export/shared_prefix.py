@@ -114,6 +114,13 @@ def list_requests(encoder: ListEncoder, lists: list[RankingList]) -> list[list[E
     return [encoder.encode_request(x.context, x.situations, [c.text for c in x.candidates]) for x in lists]
 
 
+def refuse_unknown_files(flag: str, names: list[str], have) -> None:
+    """Exit naming ``flag``'s training files that the run does not have (``have``: the names it has)."""
+    unknown = sorted(set(names) - set(have))
+    if unknown:
+        raise SystemExit(f"{flag} {','.join(unknown)}: no such training file (have: {', '.join(have)})")
+
+
 def threshold_on(
     fitted: dict,
     names: list[str],
@@ -134,10 +141,7 @@ def threshold_on(
     for held_by_name in [*(run_dev_lists(stage) for stage in earlier), dev]:
         for name, held in held_by_name.items():
             lists.setdefault(name, held)
-    unknown = sorted(set(names) - set(lists))
-    if unknown:
-        have = ", ".join(lists)
-        raise SystemExit(f"--threshold-on {','.join(unknown)}: no such training file (have: {have})")
+    refuse_unknown_files("--threshold-on", names, lists)
     platt = fitted["maps"]["platt"]
     probs, labels = [], []
     for name in names:
@@ -156,11 +160,7 @@ def calibrate_on(
     soon finds easy) can pull the map away from the requests it is for.
     """
     chosen = list(dev) if names is None else names.split(",")
-    unknown = sorted(set(chosen) - set(dev))
-    if unknown:
-        raise SystemExit(
-            f"--calibrate-on {','.join(unknown)}: no such training file (have: {', '.join(dev)})"
-        )
+    refuse_unknown_files("--calibrate-on", chosen, dev)
     fitted = fit_calibration({n: dev[n] for n in chosen}, {n: logits[n] for n in chosen})
     return {**fitted, "calibrated_on": chosen}
 
@@ -433,8 +433,8 @@ def write_shared_prefix_bundle(
         "calibration": fitted["maps"]["platt"].to_dict(),
         "calibration_alternatives": {m: c.to_dict() for m, c in fitted["maps"].items()},
         "threshold": float(fitted["threshold"]),
-        "calibration_fitted_on": fitted.get("calibrated_on") or sorted(dev),
-        "threshold_fitted_on": fitted.get("threshold_on") or fitted.get("calibrated_on") or sorted(dev),
+        "calibration_fitted_on": fitted["calibrated_on"],
+        "threshold_fitted_on": fitted.get("threshold_on") or fitted["calibrated_on"],
         "appropriate_means": "rated acceptable (1) or best (2); Topical-Chat: the true next turn",
         "training_data": {
             "datasets": data,

@@ -180,8 +180,7 @@ def load_splits(
 ) -> tuple[dict[str, list[RankingList]], dict[str, list[RankingList]]]:
     """Train and dev lists per file."""
     train, dev = {}, {}
-    dev_seed = getattr(args, "dev_seed", None)
-    rng = random.Random(args.seed if dev_seed is None else dev_seed)
+    rng = random.Random(args.seed if args.dev_seed is None else args.dev_seed)
     for source in args.data:
         if source.name in train:
             raise DataError(f"{source.path}: another --data file is also named {source.name!r}")
