@@ -29,10 +29,12 @@ from export import onnx_graph, quantize
 from export.checks import score_sequences, session
 from export.machine import describe_for_report, read_cpu
 from service.calibration import Calibrator
-from service.list_encoding import EncodedList, ListEncoder
+from service.list_encoding import SIMILARITY_INPUT_NAMES, EncodedList, ListEncoder
 from training import metrics
+from training.backbone import backbone_dir
 from training.ranking_data import RankingList
 from training.shared_prefix import INPUT_NAMES, OUTPUT_NAME, SharedPrefixRanker, score_requests
+from training.similarity import SimilarityRanker, candidate_cosines, fit_weight
 from training.train import calibrated_report, dev_report, fit_calibration, run_dev_lists
 
 #: Shipped encoding budgets on top of the run's: how a long candidate list is cut into sequences.
@@ -79,18 +81,44 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="comma-separated training files of the run's own stage whose dev lists fit the "
         "calibration map (default: every file of the run)",
     )
+    p.add_argument(
+        "--similarity",
+        action="store_true",
+        help="add the untrained encoder's reply-to-turn cosine to each logit (training/similarity.py), "
+        "its weight fitted on the dev lists that choose the threshold",
+    )
     return p.parse_args(argv)
 
 
-def export_fp32(checkpoint: Path, path: Path, encoder: ListEncoder) -> Path:
+def export_fp32(model: torch.nn.Module, path: Path, encoder: ListEncoder) -> Path:
     """The fp32 graph with dynamic sequence and length axes (TorchScript exporter)."""
-    model = SharedPrefixRanker.load(checkpoint).eval()
+    names = tuple(getattr(model, "input_names", INPUT_NAMES))
     batch = encoder.pad([encoder.synthetic(candidates=2), encoder.synthetic(candidates=3, prefix_tokens=40)])
-    dummy = tuple(torch.from_numpy(a) for a in batch.as_feeds(INPUT_NAMES).values())
-    axes = {name: {0: "sequences", 1: "length"} for name in (*INPUT_NAMES, OUTPUT_NAME)}
+    dummy = tuple(torch.from_numpy(a) for a in batch.as_feeds(names).values())
+    axes: dict[str, dict[int, str]] = {
+        name: {0: "sequences", 1: "length"} for name in (*INPUT_NAMES, OUTPUT_NAME)
+    }
+    axes |= {name: {0: "sequences", 1: "similarity_length"} for name in names[len(INPUT_NAMES) :]}
     return onnx_graph.export_module(
-        model, dummy, path, input_names=INPUT_NAMES, output_name=OUTPUT_NAME, axes=axes
+        model.eval(), dummy, path, input_names=names, output_name=OUTPUT_NAME, axes=axes
     )
+
+
+def similarity_model(
+    run: Path, names: list[str], lists: dict[str, list[RankingList]], encoder: ListEncoder
+) -> tuple[SimilarityRanker, dict[str, Any]]:
+    """The run's ranker with the similarity term, its weight fitted on the dev lists of ``names``."""
+    model = SimilarityRanker.load(run / "ranker", backbone_dir(), weight=0.0).eval()
+    logits, cosines, labels = [], [], []
+    for name in names:
+        requests = list_requests(encoder, lists[name])
+        logits += score_requests(model.ranker, encoder, requests, torch.device("cpu"))
+        cosines += candidate_cosines(model, encoder, requests)
+        labels += [[int(c.appropriate) for c in x.candidates] for x in lists[name]]
+    fitted = fit_weight([np.asarray(z) for z in logits], cosines, labels)
+    model.weight.fill_(fitted["weight"])
+    print("similarity weight", json.dumps(fitted), flush=True)
+    return model, {**fitted, "fitted_on": names, "encoder": "all-MiniLM-L6-v2, untrained (frozen)"}
 
 
 def list_invariance(sess, encoder: ListEncoder, lists: list[RankingList], calibrator: Calibrator) -> dict:
@@ -136,11 +164,7 @@ def threshold_on(
     the ranker soon finds easy) and are not the requests the threshold is for. Earlier stages' files
     can be named too (the earliest stage's dev lists of a file win).
     """
-    lists: dict[str, list[RankingList]] = {}
-    *earlier, _ = training_stages(config)
-    for held_by_name in [*(run_dev_lists(stage) for stage in earlier), dev]:
-        for name, held in held_by_name.items():
-            lists.setdefault(name, held)
+    lists = every_stage_dev_lists(config, dev)
     refuse_unknown_files("--threshold-on", names, lists)
     platt = fitted["maps"]["platt"]
     probs, labels = [], []
@@ -149,6 +173,16 @@ def threshold_on(
         labels += [[int(c.appropriate) for c in x.candidates] for x in lists[name]]
     threshold, accuracy = metrics.best_abstention_threshold(probs, labels)
     return {**fitted, "threshold": threshold, "abstention_accuracy": accuracy, "threshold_on": names}
+
+
+def every_stage_dev_lists(config: dict, dev: dict[str, list[RankingList]]) -> dict[str, list[RankingList]]:
+    """The dev lists of every stage's files (``dev``: the run's own, already read); earliest wins."""
+    lists: dict[str, list[RankingList]] = {}
+    *earlier, _ = training_stages(config)
+    for held_by_name in [*(run_dev_lists(stage) for stage in earlier), dev]:
+        for name, held in held_by_name.items():
+            lists.setdefault(name, held)
+    return lists
 
 
 def calibrate_on(
@@ -186,8 +220,17 @@ def main(argv: list[str] | None = None) -> dict:
         max_candidate_tokens=int(encoding["max_candidate_tokens"]),
         max_chunk_tokens=MAX_CHUNK_TOKENS,
         max_chunk_candidates=MAX_CHUNK_CANDIDATES,
+        similarity=int(args.similarity),
     )
     dev = run_dev_lists(config)
+    model: torch.nn.Module = SharedPrefixRanker.load(run / "ranker").eval()
+    similarity = None
+    if args.similarity:
+        names = (args.threshold_on or args.calibrate_on or ",".join(dev)).split(",")
+        held = every_stage_dev_lists(config, dev)
+        refuse_unknown_files("--similarity (fitted on the threshold's files)", names, held)
+        model, similarity = similarity_model(run, names, held, encoder)
+    input_names = tuple(getattr(model, "input_names", INPUT_NAMES))
     dev_requests = {name: list_requests(encoder, lists) for name, lists in dev.items()}
     # Speed on situated requests with every statement (the shape the service's SLO is about).
     situated = [r for lists in dev_requests.values() for r in lists if r[0].statements_kept >= 8]
@@ -195,14 +238,14 @@ def main(argv: list[str] | None = None) -> dict:
     situated_candidates = sum(s.candidates for r in situated for s in r)
 
     started = time.time()
-    paths = {"fp32": export_fp32(run / "ranker", build / "ranker.fp32.onnx", encoder)}
+    paths = {"fp32": export_fp32(model, build / "ranker.fp32.onnx", encoder)}
     paths["int8_dynamic"] = quantize.dynamic_int8(paths["fp32"], build / "ranker.int8-dynamic.onnx")
     calibration_feeds = [encoder.pad(r) for r in random.Random(1).sample(situated, min(48, len(situated)))]
     paths["int8_static"] = quantize.static_int8(
         paths["fp32"],
         build / "ranker.int8-static.onnx",
         calibration_batches=calibration_feeds,
-        input_names=INPUT_NAMES,
+        input_names=input_names,
         work_dir=build / "tmp-ranker",
     )
     report: dict[str, Any] = {
@@ -211,9 +254,8 @@ def main(argv: list[str] | None = None) -> dict:
         "machine": describe_for_report(read_cpu()),
         "variants": {},
     }
-    torch_model = SharedPrefixRanker.load(run / "ranker").eval()
-    sample = [r for lists in dev_requests.values() for r in lists[:40]]
-    torch_logits = np.concatenate(score_requests(torch_model, encoder, sample, torch.device("cpu")))
+    sample = [r for held in dev_requests.values() for r in held[:40]]
+    torch_logits = np.concatenate(score_requests(model, encoder, sample, torch.device("cpu")))
     fp32_sess = session(paths["fp32"])
     fp32_logits = np.concatenate(score_sequences(fp32_sess, encoder, sample))
     report["torch_parity_max_abs_logit"] = float(np.max(np.abs(torch_logits - fp32_logits)))
@@ -274,6 +316,7 @@ def main(argv: list[str] | None = None) -> dict:
         fitted=fitted,
         dev=calibrated,
         report=report,
+        similarity=similarity,
     )
     print("dev (shipped graph, calibrated):", json.dumps(calibrated), flush=True)
     print(f"wrote {out}")
@@ -372,6 +415,19 @@ default) removes such candidates before ranking.
 """
 
 
+def similarity_line(similarity: dict[str, Any] | None) -> str:
+    """The card's sentence on the similarity term, when the graph has one."""
+    if not similarity:
+        return ""
+    return (
+        f"\nEach candidate's logit also gets {similarity['weight']:.2f} x the cosine of its mean-pooled"
+        " embedding with the latest turn's, from a frozen copy of the untrained all-MiniLM-L6-v2 that"
+        " reads the turn and each candidate alone (the `similarity_*` inputs; `training/similarity.py`);"
+        " the weight is fitted by logistic regression on the dev lists of"
+        f" {', '.join(similarity['fitted_on'])}."
+    )
+
+
 def machine_line(machine: dict[str, Any] | None) -> str:
     """Where the export measured: int8 scores differ between CPUs (AVX2 against AVX-512 VNNI)."""
     if not machine:
@@ -396,6 +452,7 @@ def write_shared_prefix_bundle(
     fitted: dict[str, Any],
     dev: dict[str, dict],
     report: dict[str, Any],
+    similarity: dict[str, Any] | None = None,
 ) -> Path:
     """Replace ``out`` with the bundle: graph, tokenizer, metadata.json, MODEL_CARD.md."""
     if out.exists():
@@ -426,10 +483,11 @@ def write_shared_prefix_bundle(
         "ranker": {
             "file": "model.onnx",
             "precision": PRECISION[precision],
-            "inputs": list(INPUT_NAMES),
+            "inputs": list(INPUT_NAMES) + (list(SIMILARITY_INPUT_NAMES) if similarity else []),
             "output": OUTPUT_NAME,
             "max_length": encoder.max_length,
         },
+        **({"similarity": similarity} if similarity else {}),
         "calibration": fitted["maps"]["platt"].to_dict(),
         "calibration_alternatives": {m: c.to_dict() for m, c in fitted["maps"].items()},
         "threshold": float(fitted["threshold"]),
@@ -472,7 +530,9 @@ def write_shared_prefix_bundle(
             stage_line=STAGE_LINE if len(training_stages(config)) > 1 else "",
             dev_table="\n".join(table),
             machine_line=machine_line(report.get("machine")),
-            head_line=HEAD_LINES[config.get("head", "linear")] + interpolation_line(config),
+            head_line=HEAD_LINES[config.get("head", "linear")]
+            + interpolation_line(config)
+            + similarity_line(similarity),
         )
     )
     return out

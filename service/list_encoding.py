@@ -12,6 +12,14 @@ is what a cross-encoder would compute on (prefix, candidate) with a candidate-bl
 same whichever other candidates share the sequence, while the prefix is computed once instead
 of once per candidate. A candidate's logit is the mean of its tokens' logits.
 
+A bundle with the **similarity term** (``similarity`` in its encoding budgets) also gets a short
+second sequence per chunk for the untrained sentence encoder: the latest turn's text and each of
+the chunk's candidates as separate blocks, ``[CLS] text [SEP]``, each seeing only itself, positions
+restarting at 0 in each (segment 0 the turn, k candidate k, -1 padding). The graph adds a fitted
+weight times the cosine of candidate k's mean-pooled block with the turn's to candidate k's token
+logits: the reply-to-turn similarity all-MiniLM-L6-v2 was trained for, which fine-tuning on a
+few thousand lists wears away (see ``training/similarity.py``).
+
 Long candidate lists are split into several sequences (chunks), each with the whole prefix,
 deterministically: candidates in request order, a new chunk when the next candidate would pass
 ``max_chunk_tokens`` or ``max_chunk_candidates``. Training, export, evaluation and serving all
@@ -32,6 +40,10 @@ from service.tokenization import Turn, context_segment, load_tokenizer, special_
 #: Segment id of the prefix and of padding.
 PREFIX_SEGMENT = 0
 PAD_SEGMENT = -1
+#: The similarity sequence's graph inputs (after the four of the shared-prefix sequence).
+SIMILARITY_INPUT_NAMES = ("similarity_input_ids", "similarity_position_ids", "similarity_segment_ids")
+#: Longest latest turn the similarity sequence keeps (its first tokens, as sentence encoders cut).
+SIMILARITY_TURN_TOKENS = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +58,10 @@ class EncodedList:
     candidates: int
     turns_kept: int
     statements_kept: int
+    #: The similarity sequence (empty without the similarity term): ids, positions, segments.
+    similarity_ids: tuple[int, ...] = ()
+    similarity_positions: tuple[int, ...] = ()
+    similarity_segments: tuple[int, ...] = ()
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -65,6 +81,8 @@ class ListBatch:
     position_ids: np.ndarray
     segment_ids: np.ndarray
     real_tokens: int = field(default=0)
+    #: The similarity sequences, padded to their own length (None without the similarity term).
+    similarity: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -78,6 +96,7 @@ class ListBatch:
             "token_type_ids": self.token_type_ids,
             "position_ids": self.position_ids,
             "segment_ids": self.segment_ids,
+            **dict(zip(SIMILARITY_INPUT_NAMES, self.similarity or (), strict=False)),
         }
         return {name: arrays[name] for name in input_names}
 
@@ -97,6 +116,7 @@ class ListEncoder:
         max_candidate_tokens: int = 64,
         max_chunk_tokens: int = 1024,
         max_chunk_candidates: int = 32,
+        similarity: int = 0,
     ) -> None:
         if max_prefix_tokens < 8 or max_candidate_tokens < 2:
             raise ValueError("max_prefix_tokens must be at least 8 and max_candidate_tokens at least 2")
@@ -105,6 +125,8 @@ class ListEncoder:
         self.max_candidate_tokens = max_candidate_tokens
         self.max_chunk_tokens = max(max_chunk_tokens, max_prefix_tokens + max_candidate_tokens)
         self.max_chunk_candidates = max_chunk_candidates
+        #: 1: build the similarity sequence too (a bundle whose graph has the similarity term).
+        self.similarity = int(bool(similarity))
         self.cls_id = special_id(tokenizer, "[CLS]")
         self.sep_id = special_id(tokenizer, "[SEP]")
         self.pad_id = special_id(tokenizer, "[PAD]")
@@ -126,6 +148,7 @@ class ListEncoder:
             "max_candidate_tokens": self.max_candidate_tokens,
             "max_chunk_tokens": self.max_chunk_tokens,
             "max_chunk_candidates": self.max_chunk_candidates,
+            **({"similarity": 1} if self.similarity else {}),
         }
 
     def encode_request(
@@ -142,7 +165,9 @@ class ListEncoder:
         limit = self.max_candidate_tokens - 1
         if max_candidate_tokens is not None:
             limit = min(limit, max_candidate_tokens)
-        segments = [[*ids[:limit], self.sep_id] for ids in token_ids(self.tokenizer, candidates)]
+        candidate_ids = token_ids(self.tokenizer, candidates)
+        segments = [[*ids[:limit], self.sep_id] for ids in candidate_ids]
+        blocks = self._similarity_blocks(turns, candidate_ids, limit) if self.similarity else None
         chunks: list[list[list[int]]] = []
         size = 0
         for segment in segments:
@@ -155,7 +180,22 @@ class ListEncoder:
                 size = len(prefix)
             chunks[-1].append(segment)
             size += len(segment)
-        return [self._assemble(prefix, chunk, turns_kept, statements_kept) for chunk in chunks]
+        out, done = [], 0
+        for chunk in chunks:
+            similarity = blocks and [blocks[0], *blocks[1 + done : 1 + done + len(chunk)]]
+            out.append(self._assemble(prefix, chunk, turns_kept, statements_kept, similarity))
+            done += len(chunk)
+        return out
+
+    def _similarity_blocks(
+        self, turns: Sequence[Turn], candidate_ids: list[list[int]], limit: int
+    ) -> list[list[int]]:
+        """``[CLS] text [SEP]`` of the latest turn (its text alone), then of each candidate."""
+        latest = token_ids(self.tokenizer, [turns[-1].text])[0] if turns else []
+        return [
+            [self.cls_id, *ids[:cap], self.sep_id]
+            for ids, cap in [(latest, SIMILARITY_TURN_TOKENS - 2)] + [(c, limit - 1) for c in candidate_ids]
+        ]
 
     def _prefix(
         self, turn_ids: list[list[int]], statement_ids: list[list[int]]
@@ -172,7 +212,12 @@ class ListEncoder:
         )
 
     def _assemble(
-        self, prefix: list[int], segments: list[list[int]], turns_kept: int, statements_kept: int
+        self,
+        prefix: list[int],
+        segments: list[list[int]],
+        turns_kept: int,
+        statements_kept: int,
+        similarity: list[list[int]] | None = None,
     ) -> EncodedList:
         input_ids = list(prefix)
         token_type_ids = [0] * len(prefix)
@@ -183,8 +228,18 @@ class ListEncoder:
             token_type_ids.extend([1] * len(segment))
             position_ids.extend(range(len(prefix), len(prefix) + len(segment)))
             segment_ids.extend([k] * len(segment))
+        blocks = similarity or []  # block 0 the latest turn, block k candidate k
         return EncodedList(
-            input_ids, token_type_ids, position_ids, segment_ids, len(segments), turns_kept, statements_kept
+            input_ids,
+            token_type_ids,
+            position_ids,
+            segment_ids,
+            len(segments),
+            turns_kept,
+            statements_kept,
+            tuple(i for block in blocks for i in block),
+            tuple(p for block in blocks for p in range(len(block))),
+            tuple(k for k, block in enumerate(blocks) for _ in block),
         )
 
     def synthetic(
@@ -195,7 +250,12 @@ class ListEncoder:
         segments = [
             [1000] * (min(candidate_tokens, self.max_candidate_tokens) - 1) + [self.sep_id]
         ] * candidates
-        return self._assemble(prefix, segments, turns_kept=1, statements_kept=0)
+        similarity = (
+            [[self.cls_id, *[1000] * 14, self.sep_id], *([self.cls_id, *s] for s in segments)]
+            if self.similarity
+            else None
+        )
+        return self._assemble(prefix, segments, turns_kept=1, statements_kept=0, similarity=similarity)
 
     def pad(self, sequences: Sequence[EncodedList], *, pad_to: int | None = None) -> ListBatch:
         """Pad sequences to the longest one (or to ``pad_to``) as int64 arrays."""
@@ -219,7 +279,25 @@ def pad_lists(sequences: Sequence[EncodedList], pad_id: int, *, pad_to: int | No
         position_ids[row, :n] = s.position_ids
         segment_ids[row, :n] = s.segment_ids
     real = sum(len(s) for s in sequences)
-    return ListBatch(input_ids, token_type_ids, position_ids, segment_ids, real_tokens=real)
+    # real_tokens counts the ranker's sequence only: the padding metric reads it against its shape.
+    similarity = pad_similarity(sequences, pad_id) if sequences[0].similarity_ids else None
+    return ListBatch(input_ids, token_type_ids, position_ids, segment_ids, real, similarity)
+
+
+def pad_similarity(
+    sequences: Sequence[EncodedList], pad_id: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The similarity sequences padded to the longest of them: ids, positions, segments (-1 on padding)."""
+    shape = (len(sequences), max(len(s.similarity_ids) for s in sequences))
+    ids = np.full(shape, pad_id, dtype=np.int64)
+    positions = np.zeros(shape, dtype=np.int64)
+    segments = np.full(shape, PAD_SEGMENT, dtype=np.int64)
+    for row, s in enumerate(sequences):
+        n = len(s.similarity_ids)
+        ids[row, :n] = s.similarity_ids
+        positions[row, :n] = s.similarity_positions
+        segments[row, :n] = s.similarity_segments
+    return ids, positions, segments
 
 
 def candidate_logits(token_logits: np.ndarray, segment_ids: np.ndarray) -> np.ndarray:

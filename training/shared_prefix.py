@@ -38,15 +38,22 @@ HEADS = ("cosine", "linear")
 COSINE_SCALE = 20.0
 
 
-def attention_bias(segment_ids: torch.Tensor, dtype: torch.dtype, *, full: bool = False) -> torch.Tensor:
+def attention_bias(
+    segment_ids: torch.Tensor, dtype: torch.dtype, *, full: bool = False, blocks: bool = False
+) -> torch.Tensor:
     """Additive mask (sequences, 1, length, length): a token sees the prefix and its own segment.
 
     ``full``: every real token sees every real token (one candidate per sequence: a per-pair
-    cross-encoder, whose context is read again with each candidate).
+    cross-encoder, whose context is read again with each candidate). ``blocks``: a token sees its
+    own segment only, the prefix included (separate sentences in one row, as a sentence encoder
+    would read each alone).
     """
     keys = segment_ids[:, None, :]
     queries = segment_ids[:, :, None]
-    seen = (keys != PAD_SEGMENT) if full else ((keys == PREFIX_SEGMENT) | (keys == queries))
+    if full:
+        seen = keys != PAD_SEGMENT
+    else:
+        seen = (keys == queries) if blocks else ((keys == PREFIX_SEGMENT) | (keys == queries))
     # A padding query may see anything (its output is never read; its softmax stays finite).
     allowed = seen & ((keys != PAD_SEGMENT) | (queries == PAD_SEGMENT))
     zero = torch.zeros((), dtype=dtype, device=segment_ids.device)
@@ -139,10 +146,15 @@ def prefix_cosine(hidden: torch.Tensor, segment_ids: torch.Tensor) -> torch.Tens
     return (tokens * unit[:, None, :]).sum(-1)
 
 
-def to_tensors(encoder: ListEncoder, sequences: Sequence[EncodedList], device: torch.device) -> dict:
-    """Pad with the serving padder and move to ``device``."""
+def to_tensors(
+    encoder: ListEncoder,
+    sequences: Sequence[EncodedList],
+    device: torch.device,
+    names: Sequence[str] = INPUT_NAMES,
+) -> dict:
+    """Pad with the serving padder and move to ``device`` (``names``: the model's inputs)."""
     batch = encoder.pad(sequences)
-    return {name: torch.from_numpy(a).to(device) for name, a in batch.as_feeds(INPUT_NAMES).items()}
+    return {name: torch.from_numpy(a).to(device) for name, a in batch.as_feeds(names).items()}
 
 
 def candidate_means(token_logits: torch.Tensor, segment_ids: torch.Tensor, candidates: int) -> torch.Tensor:
@@ -170,7 +182,7 @@ def score_requests(
     for start in range(0, len(order), batch_sequences):
         idx = order[start : start + batch_sequences]
         seqs = [flat[i][1] for i in idx]
-        feeds = to_tensors(encoder, seqs, device)
+        feeds = to_tensors(encoder, seqs, device, getattr(model, "input_names", INPUT_NAMES))
         means = candidate_means(model(**feeds), feeds["segment_ids"], max(s.candidates for s in seqs))
         for row, i in enumerate(idx):
             logits[i] = means[row, : seqs[row].candidates].float().cpu().tolist()

@@ -57,6 +57,48 @@ def test_long_candidates_are_cut_and_lists_split_deterministically(encoder):
     assert max(cut[0].segment_ids.count(k) for k in (1, 2, 3)) == 3
 
 
+def test_without_the_similarity_term_there_is_no_second_sequence(encoder):
+    (seq,) = encoder.encode_request(TURNS, [], ["sure"])
+    assert seq.similarity_ids == () and encoder.pad([seq]).similarity is None
+    assert "similarity" not in encoder.budgets()
+    with pytest.raises(KeyError):
+        encoder.pad([seq]).as_feeds(["similarity_input_ids"])
+
+
+def test_similarity_blocks_are_the_latest_turn_then_each_chunks_candidates(tmp_path):
+    encoder = ListEncoder.from_file(
+        write_tiny_tokenizer(tmp_path / "tok.json"),
+        max_prefix_tokens=16,
+        max_candidate_tokens=6,
+        max_chunk_tokens=30,
+        max_chunk_candidates=3,
+        similarity=1,
+    )
+    assert encoder.budgets()["similarity"] == 1
+    candidates = ["sure " * 10, "no", "yes", "tea", "coffee"]
+    sequences = encoder.encode_request(TURNS, ["the machine is sorry"], candidates)
+    assert [s.candidates for s in sequences] == [3, 2]
+    turn = [encoder.cls_id, *encoder.tokenizer.encode("could you make some coffee", add_special_tokens=False).ids]
+    for seq, texts in zip(sequences, (candidates[:3], candidates[3:]), strict=True):
+        blocks: dict[int, list[int]] = {}
+        for token, position, segment in zip(
+            seq.similarity_ids, seq.similarity_positions, seq.similarity_segments, strict=True
+        ):
+            assert position == len(blocks.setdefault(segment, []))  # positions restart in each block
+            blocks[segment].append(token)
+        assert sorted(blocks) == list(range(len(texts) + 1))  # block k is the sequence's candidate k
+        assert blocks[0] == [*turn, encoder.sep_id]  # the turn's text alone: no speaker, no statement
+        for k, text in enumerate(texts, start=1):
+            ids = encoder.tokenizer.encode(text, add_special_tokens=False).ids[:4]  # cut like the candidate
+            assert blocks[k] == [encoder.cls_id, *ids, encoder.sep_id]
+    batch = encoder.pad(sequences)
+    ids, positions, segments = batch.similarity
+    assert ids.shape == (2, max(len(s.similarity_ids) for s in sequences))
+    short = min(len(s.similarity_ids) for s in sequences)
+    assert (segments[1, short:] == PAD_SEGMENT).all() and (ids[1, short:] == encoder.pad_id).all()
+    assert set(batch.as_feeds(["similarity_segment_ids", "segment_ids"])) == {"similarity_segment_ids", "segment_ids"}
+
+
 def test_readout_is_each_candidates_mean_token_logit(encoder):
     seqs = encoder.encode_request(TURNS, [], ["sure", "no thanks", "yes"]) + encoder.encode_request(
         TURNS[:1], [], ["tea"]
