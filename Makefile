@@ -56,6 +56,9 @@ MIX2 ?= --data $(DATA)/sugar.jsonl:2 --data $(DATA)/topical-chat-entity-fact.jso
 # Training files whose dev lists choose the abstention threshold: the requests it is for, not
 # stage 2's lead-sentence lists (see README "Training").
 THRESHOLD_ON ?= sugar,topical-chat
+# The calibration map is fitted on SUGAR dev only: its labels are human ratings of appropriateness,
+# where a Topical-Chat list's are "the true next turn" (its fitting nearby turns count as wrong).
+CALIBRATE_ON ?= sugar
 
 # Convert the shared data to ranking lists, train the shared-prefix ranker on the first mix, then
 # on the second from there (training.interpolate toward the fresh model is a separate tool:
@@ -76,7 +79,8 @@ model: $(VENV)/.dev-deps
 	$(BIN)/python -m training.convert dailydialog-pp $(SHARED)/dailydialog_pp/dev.jsonl $(DATA)/dailydialog-pp.jsonl
 	HF_HUB_OFFLINE=1 $(BIN)/python -m training.train $(MIX) --out $(TUNED)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m training.train --init $(TUNED) $(MIX2) --out $(RUN)
-	HF_HUB_OFFLINE=1 $(BIN)/python -m export --run $(RUN) --out $(MODEL_DIR) --threshold-on $(THRESHOLD_ON)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m export --run $(RUN) --out $(MODEL_DIR) --threshold-on $(THRESHOLD_ON) \
+		--calibrate-on $(CALIBRATE_ON)
 	$(BIN)/python -m training.domain_eval --model $(MODEL_DIR) --split test \
 		--lists sugar=$(DATA)/sugar.jsonl --lists topical-chat=$(DATA)/topical-chat.jsonl \
 		--max-lists 600 --out $(MODEL_DIR)/eval-test.json --card $(MODEL_DIR)/MODEL_CARD.md

@@ -4,7 +4,7 @@ Written by hand (not from any dataset): situated requests, open chat turns from 
 generators, and customer-service turns with an intent. Each case asserts that the person's pick
 ranks first through ``POST /rank`` on the real model (ONNX Runtime, in process).
 
-The service with model 2.3.0 gets 16 of the 20 right: 12 by the model, and 4 more because the
+The service with model 2.3.1 gets 16 of the 20 right: 12 by the model, and 4 more because the
 repeat mask (``ranking.mask_repeats``, on by default) removes a candidate that says a turn of the
 conversation again (2.2.0 got 16: 8 by the model, 8 by the mask; 2.1.0 got 14: 11 by the model, 3
 by the mask; model 2.0.0 got 12 without the mask, and of the first 13 cases 2.0.0 got 8 and 1.1.0
@@ -271,7 +271,7 @@ CASES = [
 ]
 
 
-#: Cases the service with model 2.3.0 gets wrong (the person's pick is not first), and whether the
+#: Cases the service with model 2.3.1 gets wrong (the person's pick is not first), and whether the
 #: service abstains on the hot-room request. Update with the README's count when the model changes.
 KNOWN_MISSES = {
     "late-for-meeting",
@@ -279,7 +279,7 @@ KNOWN_MISSES = {
     "open-chat-sad",
     "open-chat-saxophone",
 }
-#: 2.3.0 ranks the window first, at 0.62: just under the bundle's threshold (0.631).
+#: 2.3.1 ranks the window first, at 0.626: just under the bundle's threshold (0.633).
 HOT_ROOM_ABSTAINS = True
 
 
@@ -287,7 +287,7 @@ def _with_known_misses(cases):
     marked = []
     for case in cases:
         if case.id in KNOWN_MISSES:
-            reason = "model 2.3.0 does not rank the person's pick first"
+            reason = "model 2.3.1 does not rank the person's pick first"
             case = pytest.param(*case.values, id=case.id, marks=pytest.mark.xfail(strict=True, reason=reason))
         marked.append(case)
     return marked

@@ -141,7 +141,7 @@ def test_shared_prefix_export_matches_pytorch_and_a_candidate_ignores_its_list_m
     assert (tmp_path / "ckpt" / "cosine.pt").exists() is (head == "cosine")
     encoder = ListEncoder.from_file(backbone_dir(), max_prefix_tokens=96, max_candidate_tokens=32)
     requests = [encoder.encode_request(turns, statements, cands) for turns, statements, cands in REQUESTS]
-    graph = session(export_fp32(tmp_path / "ckpt", tmp_path / "model.onnx", encoder))
+    graph = session(export_fp32(SharedPrefixRanker.load(tmp_path / "ckpt"), tmp_path / "model.onnx", encoder))
     onnx_logits = score_sequences(graph, encoder, requests)
     model = SharedPrefixRanker.load(tmp_path / "ckpt").eval()
     assert model.head_kind == head
@@ -365,6 +365,57 @@ def test_train_candidates_below_two_is_refused_by_name(value, capsys):
     with pytest.raises(SystemExit) as exit_:
         parse_args(["--data", "x.jsonl", "--out", "o", "--train-candidates", value])
     assert exit_.value.code == 2 and "--train-candidates" in capsys.readouterr().err
+
+
+def test_the_similarity_term_adds_its_weight_times_the_sentence_encoders_cosine(tmp_path):
+    """Exported graph = ranker + weight x cos(candidate, latest turn) as sentence-transformers computes it."""
+    torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    from sentence_transformers import SentenceTransformer
+
+    from export.checks import score_sequences, session
+    from export.shared_prefix import export_fp32
+    from service.list_encoding import ListEncoder
+    from training.backbone import backbone_dir
+    from training.shared_prefix import score_requests
+    from training.similarity import SimilarityRanker, candidate_cosines
+
+    torch.manual_seed(0)
+    model = SimilarityRanker.load(backbone_dir(), backbone_dir(), weight=2.5).eval()
+    torch.nn.init.normal_(model.ranker.head.weight, std=0.05)
+    # Two candidates a sequence: the turn's block goes with every chunk.
+    encoder = ListEncoder.from_file(
+        backbone_dir(), max_prefix_tokens=96, max_candidate_tokens=32, max_chunk_candidates=2, similarity=1
+    )
+    requests = [encoder.encode_request(turns, statements, cands) for turns, statements, cands in REQUESTS]
+    assert max(len(r) for r in requests) > 1
+    graph = session(export_fp32(model, tmp_path / "model.onnx", encoder))
+    assert [i.name for i in graph.get_inputs()] == list(SimilarityRanker.input_names)
+    fused = score_sequences(graph, encoder, requests)
+    ranker = score_requests(model.ranker, encoder, requests, torch.device("cpu"))
+    sentence = SentenceTransformer(str(backbone_dir()), device="cpu")
+    for (turns, _, cands), got, alone, cosine in zip(
+        REQUESTS, fused, ranker, candidate_cosines(model, encoder, requests), strict=True
+    ):
+        turn = sentence.encode([turns[-1].text], normalize_embeddings=True)[0]
+        expected = sentence.encode(cands, normalize_embeddings=True) @ turn
+        np.testing.assert_allclose(cosine, expected, atol=1e-5)
+        assert np.ptp(expected) > 0.02  # the candidates differ in similarity: the term is not a constant
+        np.testing.assert_allclose(got, np.asarray(alone) + 2.5 * expected, atol=1e-4)
+
+
+def test_the_similarity_weight_is_what_the_cosine_is_worth_beside_the_logit():
+    """Logistic regression on (logit, cosine) recovers the cosine's weight in logit units."""
+    pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    from training.similarity import fit_weight
+
+    rng = np.random.default_rng(0)
+    logits, cosines = rng.normal(size=(2, 40, 50))
+    cosines = cosines * 0.3
+    labels = rng.random((40, 50)) < 1 / (1 + np.exp(-(0.8 * logits + 2.4 * cosines - 1)))
+    fitted = fit_weight(list(logits), list(cosines), [list(row.astype(int)) for row in labels])
+    assert fitted["weight"] == pytest.approx(3.0, abs=0.5)
+    with pytest.raises(ValueError, match="non-positive"):
+        fit_weight(list(-logits), list(cosines), [list(row.astype(int)) for row in labels])
 
 
 def test_a_fresh_cosine_head_scores_each_token_by_its_cosine_with_the_mean_prefix_state():
