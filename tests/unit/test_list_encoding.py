@@ -78,7 +78,10 @@ def test_similarity_blocks_are_the_latest_turn_then_each_chunks_candidates(tmp_p
     candidates = ["sure " * 10, "no", "yes", "tea", "coffee"]
     sequences = encoder.encode_request(TURNS, ["the machine is sorry"], candidates)
     assert [s.candidates for s in sequences] == [3, 2]
-    turn = [encoder.cls_id, *encoder.tokenizer.encode("could you make some coffee", add_special_tokens=False).ids]
+    turn = [
+        encoder.cls_id,
+        *encoder.tokenizer.encode("could you make some coffee", add_special_tokens=False).ids,
+    ]
     for seq, texts in zip(sequences, (candidates[:3], candidates[3:]), strict=True):
         blocks: dict[int, list[int]] = {}
         for token, position, segment in zip(
@@ -96,7 +99,10 @@ def test_similarity_blocks_are_the_latest_turn_then_each_chunks_candidates(tmp_p
     assert ids.shape == (2, max(len(s.similarity_ids) for s in sequences))
     short = min(len(s.similarity_ids) for s in sequences)
     assert (segments[1, short:] == PAD_SEGMENT).all() and (ids[1, short:] == encoder.pad_id).all()
-    assert set(batch.as_feeds(["similarity_segment_ids", "segment_ids"])) == {"similarity_segment_ids", "segment_ids"}
+    assert set(batch.as_feeds(["similarity_segment_ids", "segment_ids"])) == {
+        "similarity_segment_ids",
+        "segment_ids",
+    }
 
 
 def test_readout_is_each_candidates_mean_token_logit(encoder):

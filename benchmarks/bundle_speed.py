@@ -1,0 +1,74 @@
+"""Requests per second of several model bundles' graphs, side by side on the same requests.
+
+    python -m benchmarks.bundle_speed models/dialogue-minilm-l6 build/other-bundle
+
+Each bundle scores the same dev requests as the service scores them (its own encoder, one
+sequence per ONNX Runtime call, two threads), in alternating rounds so that a slow spell of the
+machine falls on every bundle alike; the median round is printed with its ratio to the first
+bundle. Two request kinds: situated SUGAR requests with at least 8 statements and 3 candidates,
+and Topical-Chat contexts with 10 candidates (no statements). Figures move 15-25% between runs
+on this machine: compare ratios from one run, not figures across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+from pathlib import Path
+
+from export.checks import score_sequences, session
+from service.model_bundle import load_bundle
+from training.domain_eval import group_split
+from training.ranking_data import RankingList, read_lists
+
+
+def dev_sample(path: Path, count: int, *, min_statements: int = 0) -> list[RankingList]:
+    """A seeded sample of a ranking-data file's dev lists."""
+    lists = [
+        x for x in read_lists(path) if group_split(x.group) == "dev" and len(x.situations) >= min_statements
+    ]
+    return random.Random(0).sample(lists, min(count, len(lists)))
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("bundles", nargs="+", type=Path, help="model directories; the first is the reference")
+    p.add_argument(
+        "--data", type=Path, default=Path("runs/data"), help="where training.convert wrote its files"
+    )
+    p.add_argument("--requests", type=int, default=120)
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args(argv)
+    kinds = {
+        "situated, 3 candidates": dev_sample(args.data / "sugar.jsonl", args.requests, min_statements=8),
+        "open chat, 10 candidates": dev_sample(args.data / "topical-chat.jsonl", args.requests),
+    }
+    graphs = []
+    for path in args.bundles:
+        bundle = load_bundle(path)
+        graphs.append((str(path), session(bundle.ranker.path), bundle.pair_encoder()))
+    results: dict[str, dict[str, float]] = {}
+    for kind, lists in kinds.items():
+        rounds: dict[str, list[float]] = {name: [] for name, _, _ in graphs}
+        for _ in range(args.rounds):
+            for name, sess, encoder in graphs:
+                requests = [
+                    encoder.encode_request(x.context, x.situations, [c.text for c in x.candidates])
+                    for x in lists
+                ]
+                score_sequences(sess, encoder, requests[:10])  # warm-up
+                started = time.perf_counter()
+                score_sequences(sess, encoder, requests)
+                rounds[name].append(len(requests) / (time.perf_counter() - started))
+        results[kind] = {name: statistics.median(values) for name, values in rounds.items()}
+        reference = results[kind][graphs[0][0]]
+        print(f"{kind} ({len(lists)} dev requests, median of {args.rounds} rounds):")
+        for name, value in results[kind].items():
+            print(f"  {name}: {value:.1f} requests/s ({value / reference:.2f}x)")
+    return results
+
+
+if __name__ == "__main__":
+    main()
