@@ -85,9 +85,9 @@ class OnnxBackend:
             segments = np.array([[0, 0, 0, 1, 1]], dtype=np.int64)
             positions = np.array([[0, 1, 2, 3, 4]], dtype=np.int64)
             # With the similarity term: the same five tokens as two blocks (turn, candidate).
-            similarity = (_PROBE_IDS, np.array([[0, 1, 2, 0, 1]], dtype=np.int64), segments)
-            if "similarity_segment_ids" not in self.spec.input_names:
-                similarity = None
+            similarity = None
+            if "similarity_segment_ids" in self.spec.input_names:
+                similarity = (_PROBE_IDS, np.array([[0, 1, 2, 0, 1]], dtype=np.int64), segments)
             return ListBatch(_PROBE_IDS, segments.clip(0, 1), positions, segments, 5, similarity)
         ones = np.ones_like(_PROBE_IDS)
         return Batch(_PROBE_IDS, ones, np.zeros_like(_PROBE_IDS), real_tokens=int(ones.sum()))
