@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+from sklearn.linear_model import LogisticRegression
 from transformers import AutoModel
 
 from service.list_encoding import SIMILARITY_INPUT_NAMES, EncodedList, ListEncoder
@@ -114,23 +115,17 @@ def fit_weight(
 ) -> dict[str, float]:
     """Logistic regression of "appropriate" on (logit, cosine): the cosine's weight in logit units.
 
-    Newton's method on three parameters (a, b, c) of sigmoid(a x logit + b x cosine + c); the
-    weight is b / a, what the cosine is worth beside the ranker's own logit. Written by hand: the
-    fit is a few lines of numpy, and scikit-learn is not a dependency of this project.
+    sigmoid(a x logit + b x cosine + c), fitted as ``training.calibrate.fit_platt`` fits its map
+    (scikit-learn, nearly unregularised); the weight is b / a, what the cosine is worth beside the
+    ranker's own logit.
     """
-    z = np.concatenate([np.asarray(x, dtype=np.float64) for x in logits])
-    c = np.concatenate([np.asarray(x, dtype=np.float64) for x in cosines])
-    y = np.concatenate([np.asarray(x, dtype=np.float64) for x in labels])
-    design = np.stack([z, c, np.ones_like(z)], axis=1)
-    theta = np.zeros(3)
-    for _ in range(100):
-        p = 1.0 / (1.0 + np.exp(-design @ theta))
-        hessian = (design * (p * (1 - p))[:, None]).T @ design + 1e-6 * np.eye(3)
-        step = np.linalg.solve(hessian, design.T @ (p - y))
-        theta -= step
-        if np.max(np.abs(step)) < 1e-9:
-            break
-    a, b, _ = theta
+    features = np.stack(
+        [np.concatenate([np.asarray(x, dtype=np.float64) for x in column]) for column in (logits, cosines)],
+        axis=1,
+    )
+    outcomes = np.concatenate([np.asarray(x, dtype=np.int64) for x in labels])
+    model = LogisticRegression(C=1e4).fit(features, outcomes)
+    a, b = (float(v) for v in model.coef_[0])
     if a <= 0:
         raise ValueError(f"the ranker's logit gets a non-positive coefficient ({a:.3f}) beside the cosine")
-    return {"weight": float(b / a), "logit_coefficient": float(a), "cosine_coefficient": float(b)}
+    return {"weight": b / a, "logit_coefficient": a, "cosine_coefficient": b}
