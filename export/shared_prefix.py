@@ -90,15 +90,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def export_fp32(model: torch.nn.Module, path: Path, encoder: ListEncoder) -> Path:
+def export_fp32(model: SharedPrefixRanker | SimilarityRanker, path: Path, encoder: ListEncoder) -> Path:
     """The fp32 graph with dynamic sequence and length axes (TorchScript exporter)."""
-    names = tuple(getattr(model, "input_names", INPUT_NAMES))
+    names = model.input_names
     batch = encoder.pad([encoder.synthetic(candidates=2), encoder.synthetic(candidates=3, prefix_tokens=40)])
     dummy = tuple(torch.from_numpy(a) for a in batch.as_feeds(names).values())
-    axes: dict[str, dict[int, str]] = {
-        name: {0: "sequences", 1: "length"} for name in (*INPUT_NAMES, OUTPUT_NAME)
+    # The similarity sequence has its own length (training/similarity.py).
+    axes = {
+        name: {0: "sequences", 1: "similarity_length" if name in SIMILARITY_INPUT_NAMES else "length"}
+        for name in (*names, OUTPUT_NAME)
     }
-    axes |= {name: {0: "sequences", 1: "similarity_length"} for name in names[len(INPUT_NAMES) :]}
     return onnx_graph.export_module(
         model.eval(), dummy, path, input_names=names, output_name=OUTPUT_NAME, axes=axes
     )
@@ -223,14 +224,13 @@ def main(argv: list[str] | None = None) -> dict:
         similarity=int(args.similarity),
     )
     dev = run_dev_lists(config)
-    model: torch.nn.Module = SharedPrefixRanker.load(run / "ranker").eval()
+    model: SharedPrefixRanker | SimilarityRanker = SharedPrefixRanker.load(run / "ranker").eval()
     similarity = None
     if args.similarity:
         names = (args.threshold_on or args.calibrate_on or ",".join(dev)).split(",")
         held = every_stage_dev_lists(config, dev)
         refuse_unknown_files("--similarity (fitted on the threshold's files)", names, held)
         model, similarity = similarity_model(run, names, held, encoder)
-    input_names = tuple(getattr(model, "input_names", INPUT_NAMES))
     dev_requests = {name: list_requests(encoder, lists) for name, lists in dev.items()}
     # Speed on situated requests with every statement (the shape the service's SLO is about).
     situated = [r for lists in dev_requests.values() for r in lists if r[0].statements_kept >= 8]
@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> dict:
         paths["fp32"],
         build / "ranker.int8-static.onnx",
         calibration_batches=calibration_feeds,
-        input_names=input_names,
+        input_names=model.input_names,
         work_dir=build / "tmp-ranker",
     )
     report: dict[str, Any] = {

@@ -64,6 +64,9 @@ def attention_bias(
 class SharedPrefixRanker(torch.nn.Module):
     """Encoder plus a one-logit head applied to every token (linear, or linear plus cosine)."""
 
+    #: The graph inputs, in ``forward``'s order (a wrapper with more inputs declares its own).
+    input_names = INPUT_NAMES
+
     def __init__(
         self,
         encoder: torch.nn.Module,
@@ -167,14 +170,17 @@ def candidate_means(token_logits: torch.Tensor, segment_ids: torch.Tensor, candi
 
 @torch.no_grad()
 def score_requests(
-    model: SharedPrefixRanker,
+    model: torch.nn.Module,
     encoder: ListEncoder,
     requests: Sequence[Sequence[EncodedList]],
     device: torch.device,
     *,
     batch_sequences: int = 16,
 ) -> list[list[float]]:
-    """Candidate logits per request (its chunks scored separately, in order)."""
+    """Candidate logits per request (its chunks scored separately, in order).
+
+    ``model``: a :class:`SharedPrefixRanker`, or a wrapper of one with its own ``input_names``.
+    """
     model.eval()
     flat = [(r, s) for r, seqs in enumerate(requests) for s in seqs]
     order = sorted(range(len(flat)), key=lambda i: len(flat[i][1]))
@@ -182,7 +188,7 @@ def score_requests(
     for start in range(0, len(order), batch_sequences):
         idx = order[start : start + batch_sequences]
         seqs = [flat[i][1] for i in idx]
-        feeds = to_tensors(encoder, seqs, device, getattr(model, "input_names", INPUT_NAMES))
+        feeds = to_tensors(encoder, seqs, device, model.input_names)
         means = candidate_means(model(**feeds), feeds["segment_ids"], max(s.candidates for s in seqs))
         for row, i in enumerate(idx):
             logits[i] = means[row, : seqs[row].candidates].float().cpu().tolist()
