@@ -153,19 +153,17 @@ def refuse_unknown_files(flag: str, names: list[str], have) -> None:
 def threshold_on(
     fitted: dict,
     names: list[str],
-    config: dict,
-    dev: dict[str, list[RankingList]],
+    lists: dict[str, list[RankingList]],
     sess,
     encoder: ListEncoder,
 ) -> dict:
     """``fitted`` with its abstention threshold chosen on the dev lists of ``names`` only.
 
-    A run's dev lists (``dev``, already read) are those of its own training files; a second stage's
-    files may be made to teach one thing (e.g. lists whose every negative is a lead sentence, which
-    the ranker soon finds easy) and are not the requests the threshold is for. Earlier stages' files
-    can be named too (the earliest stage's dev lists of a file win).
+    ``lists``: every stage's dev lists (:func:`every_stage_dev_lists`). A second stage's files may
+    be made to teach one thing (e.g. lists whose every negative is a lead sentence, which the ranker
+    soon finds easy) and are not the requests the threshold is for. Earlier stages' files can be
+    named too (the earliest stage's dev lists of a file win).
     """
-    lists = every_stage_dev_lists(config, dev)
     refuse_unknown_files("--threshold-on", names, lists)
     platt = fitted["maps"]["platt"]
     probs, labels = [], []
@@ -225,10 +223,11 @@ def main(argv: list[str] | None = None) -> dict:
     )
     dev = run_dev_lists(config)
     model: SharedPrefixRanker | SimilarityRanker = SharedPrefixRanker.load(run / "ranker").eval()
+    # Earlier stages' files are read only when a flag names lists beyond the run's own.
+    held = every_stage_dev_lists(config, dev) if args.threshold_on or args.similarity else dev
     similarity = None
     if args.similarity:
         names = (args.threshold_on or args.calibrate_on or ",".join(dev)).split(",")
-        held = every_stage_dev_lists(config, dev)
         refuse_unknown_files("--similarity (fitted on the threshold's files)", names, held)
         model, similarity = similarity_model(run, names, held, encoder)
     dev_requests = {name: list_requests(encoder, lists) for name, lists in dev.items()}
@@ -300,9 +299,7 @@ def main(argv: list[str] | None = None) -> dict:
     print("shipping", shipped, flush=True)
     fitted = calibrate_on(args.calibrate_on, dev, logits_by_variant[shipped])
     if args.threshold_on:
-        fitted = threshold_on(
-            fitted, args.threshold_on.split(","), config, dev, session(paths[shipped]), encoder
-        )
+        fitted = threshold_on(fitted, args.threshold_on.split(","), held, session(paths[shipped]), encoder)
     calibrated = calibrated_report(dev, logits_by_variant[shipped], fitted)
     (build / "export_report.json").write_text(json.dumps(report, indent=2))
     out = write_shared_prefix_bundle(
