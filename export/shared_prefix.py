@@ -314,6 +314,7 @@ def main(argv: list[str] | None = None) -> dict:
         dev=calibrated,
         report=report,
         similarity=similarity,
+        inputs=model.input_names,
     )
     print("dev (shipped graph, calibrated):", json.dumps(calibrated), flush=True)
     print(f"wrote {out}")
@@ -450,6 +451,7 @@ def write_shared_prefix_bundle(
     dev: dict[str, dict],
     report: dict[str, Any],
     similarity: dict[str, Any] | None = None,
+    inputs: tuple[str, ...] = INPUT_NAMES,
 ) -> Path:
     """Replace ``out`` with the bundle: graph, tokenizer, metadata.json, MODEL_CARD.md."""
     if out.exists():
@@ -480,7 +482,7 @@ def write_shared_prefix_bundle(
         "ranker": {
             "file": "model.onnx",
             "precision": PRECISION[precision],
-            "inputs": list(INPUT_NAMES) + (list(SIMILARITY_INPUT_NAMES) if similarity else []),
+            "inputs": list(inputs),
             "output": OUTPUT_NAME,
             "max_length": encoder.max_length,
         },
