@@ -110,13 +110,13 @@ def similarity_model(
 ) -> tuple[SimilarityRanker, dict[str, Any]]:
     """The run's ranker with the similarity term, its weight fitted on the dev lists of ``names``."""
     model = SimilarityRanker.load(run / "ranker", backbone_dir(), weight=0.0).eval()
-    logits, cosines, labels = [], [], []
+    logits, cosines, gains = [], [], []
     for name in names:
         requests = list_requests(encoder, lists[name])
         logits += score_requests(model.ranker, encoder, requests, torch.device("cpu"))
         cosines += candidate_cosines(model, encoder, requests)
-        labels += [[int(c.appropriate) for c in x.candidates] for x in lists[name]]
-    fitted = fit_weight([np.asarray(z) for z in logits], cosines, labels)
+        gains += [[c.gain for c in x.candidates] for x in lists[name]]
+    fitted = fit_weight([np.asarray(z) for z in logits], cosines, gains)
     model.weight.fill_(fitted["weight"])
     print("similarity weight", json.dumps(fitted), flush=True)
     return model, {**fitted, "fitted_on": names, "encoder": "all-MiniLM-L6-v2, untrained (frozen)"}

@@ -403,19 +403,27 @@ def test_the_similarity_term_adds_its_weight_times_the_sentence_encoders_cosine(
         np.testing.assert_allclose(got, np.asarray(alone) + 2.5 * expected, atol=1e-4)
 
 
-def test_the_similarity_weight_is_what_the_cosine_is_worth_beside_the_logit():
-    """Logistic regression on (logit, cosine) recovers the cosine's weight in logit units."""
+def test_the_similarity_weight_is_what_the_cosine_is_worth_when_ordering_one_list():
+    """The pairwise fit recovers the weight that chose each list's pick, whatever each list's cosine level."""
     pytest.importorskip("torch", reason="training extras (torch) are not installed")
     from training.similarity import fit_weight
 
     rng = np.random.default_rng(0)
-    logits, cosines = rng.normal(size=(2, 40, 50))
-    cosines = cosines * 0.3
-    labels = rng.random((40, 50)) < 1 / (1 + np.exp(-(0.8 * logits + 2.4 * cosines - 1)))
-    fitted = fit_weight(list(logits), list(cosines), [list(row.astype(int)) for row in labels])
-    assert fitted["weight"] == pytest.approx(3.0, abs=0.5)
+    logits, cosines = rng.normal(size=(2, 2000, 8))
+    # Each list's cosines sit at their own level (as whole files do), which does not change
+    # which candidate is picked: a fit over lists pooled together would read it as signal.
+    cosines = 0.3 * cosines + rng.normal(scale=2.0, size=(2000, 1))
+    utility = 0.8 * logits + 2.4 * cosines
+    chosen = np.exp(utility - utility.max(1, keepdims=True))
+    picks = [rng.choice(8, p=row / row.sum()) for row in chosen]
+    gains = [[float(k == pick) for k in range(8)] for pick in picks]
+    fitted = fit_weight(list(logits), list(cosines), gains)
+    assert fitted["weight"] == pytest.approx(3.0, abs=0.4)
+    assert fitted["pairs"] == 2000 * 7
     with pytest.raises(ValueError, match="non-positive"):
-        fit_weight(list(-logits), list(cosines), [list(row.astype(int)) for row in labels])
+        fit_weight(list(-logits), list(cosines), gains)
+    with pytest.raises(ValueError, match="nothing to fit"):
+        fit_weight(list(logits), list(cosines), [[0.0] * 8] * 2000)
 
 
 def test_a_fresh_cosine_head_scores_each_token_by_its_cosine_with_the_mean_prefix_state():
