@@ -59,6 +59,9 @@ THRESHOLD_ON ?= sugar,topical-chat
 # The calibration map is fitted on SUGAR dev only: its labels are human ratings of appropriateness,
 # where a Topical-Chat list's are "the true next turn" (its fitting nearby turns count as wrong).
 CALIBRATE_ON ?= sugar
+# More export options, e.g. EXPORT_ARGS=--similarity (the untrained encoder's cosine beside the
+# ranker: better against off-topic replies, two thirds of the throughput; README "Training").
+EXPORT_ARGS ?=
 
 # Convert the shared data to ranking lists, train the shared-prefix ranker on the first mix, then
 # on the second from there (training.interpolate toward the fresh model is a separate tool:
@@ -80,7 +83,7 @@ model: $(VENV)/.dev-deps
 	HF_HUB_OFFLINE=1 $(BIN)/python -m training.train $(MIX) --out $(TUNED)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m training.train --init $(TUNED) $(MIX2) --out $(RUN)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m export --run $(RUN) --out $(MODEL_DIR) --threshold-on $(THRESHOLD_ON) \
-		--calibrate-on $(CALIBRATE_ON)
+		--calibrate-on $(CALIBRATE_ON) $(EXPORT_ARGS)
 	$(BIN)/python -m training.domain_eval --model $(MODEL_DIR) --split test \
 		--lists sugar=$(DATA)/sugar.jsonl --lists topical-chat=$(DATA)/topical-chat.jsonl \
 		--max-lists 600 --out $(MODEL_DIR)/eval-test.json --card $(MODEL_DIR)/MODEL_CARD.md
