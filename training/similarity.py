@@ -121,7 +121,7 @@ def fit_weight(
     one request's candidates). The weight is b / a, what the cosine is worth beside the ranker's
     logit. A pooled fit of "appropriate" over all candidates would also learn each file's base
     rate, which the cosine's spread across files confounds (1.78 pooled on SUGAR + Topical-Chat
-    dev for 2.3.0's run, 3.2 on either file alone; within lists, 3.16).
+    dev for 2.3.0's run, 3.2 on either file alone; within lists, 3.17).
     """
     differences = []
     for z, c, g in zip(logits, cosines, gains, strict=True):
