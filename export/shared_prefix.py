@@ -386,8 +386,8 @@ the mean over its tokens |
 
 ## Scores
 `score` = calibrated P(appropriate) (rated acceptable or best; Topical-Chat: the true next
-turn), Platt-fitted with the shipped graph on the pooled dev lists of the last stage's files
-{calibrated_on}. The service abstains when no candidate reaches {threshold:.3f} (chosen on the dev
+turn), Platt-fitted with the shipped graph on the dev lists of {calibrated_on} (pooled, when
+there are several). The service abstains when no candidate reaches {threshold:.3f} (chosen on the dev
 lists of {threshold_on}).
 
 ## Training data
