@@ -17,7 +17,11 @@
   them, ``echo`` (the partner's last turn, repeated) and ``overlap`` (a turn of another
   conversation among the 10 whose words, TF-IDF weighted, are nearest the last two turns: it
   reuses the context's words without answering it) and ``fact`` (a wiki lead sentence about one
-  of the conversation's entities, said as the reply: on topic, but a statement, not an answer).
+  of the conversation's entities, said as the reply: on topic, but a statement, not an answer)
+  and ``short`` (a turn of another conversation of at most 10 words: "Haha, I know it's
+  crazy.", "Sounds good. Nice chatting with you." Topical-Chat's turns average 20 words, so its
+  ``random`` negatives are long and specific, where off-context replies in open chat are often
+  short and generic).
   Half the lists (seeded) carry as situations the lead sentences of the wiki sections the
   responder read about its entities.
   The responder is ``bot``, its partner ``user``. Community Data License Agreement - Sharing 1.0:
@@ -49,11 +53,13 @@ TOPICAL_CHAT_SPLITS = ("valid_freq", "valid_rare", "test_freq", "test_rare")
 #: Topical-Chat negatives per list, by kind: 9 in all, so a list is "1 of 10". The evaluation
 #: lists use this mix; ``--negatives`` writes other mixes (e.g. for training) from the same turns.
 NEGATIVES = {"context": 2, "nearby": 3, "same-entity": 2, "random": 2}
-NEGATIVE_KINDS = ("echo", "context", "nearby", "same-entity", "overlap", "fact", "random")
+NEGATIVE_KINDS = ("echo", "context", "nearby", "same-entity", "overlap", "fact", "short", "random")
 #: Wrong replies ``--negatives`` can add to SUGAR lists (none by default).
 SUGAR_NEGATIVE_KINDS = ("statement", "other-reply")
 #: ``overlap`` negatives are drawn from this many nearest turns of other conversations.
 OVERLAP_POOL = 10
+#: A ``short`` negative has at most this many words.
+SHORT_WORDS = 10
 #: Context turns kept before the next turn (older ones add length, not signal).
 MAX_CONTEXT_TURNS = 6
 #: Wiki lead sentences given as situations, when a list gets them.
@@ -224,6 +230,17 @@ def convert_topical_chat(
         )
         nearest = {slot: [docs[j][1] for j in row] for slot, row in zip(slots, hits, strict=True)}
 
+    short_turns = (
+        [
+            (c, m["message"].strip())
+            for c in conv_ids
+            for m in conversations[c]
+            if len(m["message"].split()) <= SHORT_WORDS
+        ]
+        if mix.get("short")
+        else []
+    )
+
     for conv_id in conv_ids:
         turns = conversations[conv_id]
         for t in range(1, len(turns)):
@@ -260,6 +277,11 @@ def convert_topical_chat(
             if mix.get("fact"):
                 facts = [s for agent in sorted(leads[conv_id]) for s in leads[conv_id][agent]]
                 _take(rng, facts, mix["fact"], "fact", seen, negatives)
+            if mix.get("short") and short_turns:
+                drawn = (rng.choice(short_turns) for _ in range(4 * mix["short"]))
+                _take(
+                    rng, [text for c, text in drawn if c != conv_id], mix["short"], "short", seen, negatives
+                )
             while len(negatives) < sum(mix.values()):  # top up (and the random ones) from anywhere
                 other = conversations[rng.choice(conv_ids)]
                 before = len(negatives)

@@ -202,6 +202,30 @@ def test_the_topical_chat_converter_writes_the_negative_mix_asked_for(tmp_path: 
     assert again.read_text() == out.read_text()
 
 
+def test_short_negatives_are_short_turns_of_other_conversations(tmp_path: Path) -> None:
+    source = topical_chat_fixture(tmp_path / "tc")
+    # The jazz conversation's turns made longer than a short negative may be.
+    path = source / "conversations" / "valid_freq.json"
+    convs = json.loads(path.read_text())
+    for i, turn in enumerate(convs["c3"]["content"]):
+        turn["message"] = f"jazz turn {i} goes on and on about the music, the players and the clubs"
+    for topic in ("tennis", "golf", "chess", "cricket"):  # more short turns to draw from
+        content = [{**t, "message": f"{topic} turn {i}"} for i, t in enumerate(convs["c1"]["content"])]
+        convs[topic] = {**convs["c1"], "content": content}
+    path.write_text(json.dumps(convs))
+    out = tmp_path / "short.jsonl"
+    assert convert.main(["topical-chat", str(source), str(out), "--negatives", "short:2,random:1"]) == 0
+    lists = read_lists(out)
+    assert len(lists) == 7 * 7
+    for x in lists:
+        assert sorted(c.generator or "" for c in x.candidates) == ["human", "random", "short", "short"], x
+        short = [c.text for c in x.candidates if c.generator == "short"]
+        assert all(len(t.split()) <= convert.SHORT_WORDS for t in short)
+        conversation = x.group.removeprefix("topical-chat-")
+        own = {"c1": "football", "c2": "soccer", "c3": "jazz"}.get(conversation, conversation)
+        assert not any(t.startswith((own, "jazz")) for t in short), x  # another conversation's, never long
+
+
 def test_the_sugar_converter_adds_the_wrong_replies_asked_for(tmp_path: Path) -> None:
     other = sugar_row(9) | {"u": "Can you turn on the lights?", "r": "Sure, switching the lights on."}
     source = tmp_path / "sugar.jsonl"
