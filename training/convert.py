@@ -278,6 +278,8 @@ def convert_topical_chat(
                 facts = [s for agent in sorted(leads[conv_id]) for s in leads[conv_id][agent]]
                 _take(rng, facts, mix["fact"], "fact", seen, negatives)
             if mix.get("short") and short_turns:
+                # A few more than asked for: a drawn turn may be this conversation's or already in
+                # the list (the top-up below fills any shortfall with random turns).
                 drawn = (rng.choice(short_turns) for _ in range(4 * mix["short"]))
                 _take(
                     rng, [text for c, text in drawn if c != conv_id], mix["short"], "short", seen, negatives
