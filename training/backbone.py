@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 from collections.abc import Iterator, Sequence
@@ -35,6 +36,40 @@ def backbone_label(path: str | None) -> str:
 def device() -> torch.device:
     """CUDA when present, else the CPU."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+PRECISIONS = ("fp32", "bf16", "auto")
+
+
+def has_fast_bf16() -> bool:
+    """Whether this machine multiplies bf16 matrices natively.
+
+    A CUDA GPU that supports it, or a CPU with AVX-512 BF16 or AMX (Linux flags). Elsewhere oneDNN
+    emulates bf16 and it is slower than fp32, so ``auto`` stays in fp32 there.
+    """
+    if torch.cuda.is_available():
+        return torch.cuda.is_bf16_supported()
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def training_precision(choice: str) -> str:
+    """``fp32`` or ``bf16``: what ``--precision`` resolves to on this machine."""
+    if choice == "auto":
+        return "bf16" if has_fast_bf16() else "fp32"
+    return choice
+
+
+def autocast(precision: str) -> contextlib.AbstractContextManager:
+    """Mixed precision for the forward pass (a no-op for ``fp32``).
+
+    Matrix products run in bf16, reductions and the loss in fp32 (torch's autocast lists); the
+    weights and the optimiser's state stay fp32.
+    """
+    return torch.autocast(device().type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
 def seed_everything(seed: int) -> None:

@@ -51,12 +51,15 @@ from service.calibration import Calibrator, sigmoid
 from service.list_encoding import EncodedList, ListEncoder
 from training import calibrate, metrics
 from training.backbone import (
+    PRECISIONS,
+    autocast,
     backbone_dir,
     backbone_label,
     device,
     make_optimizer,
     optimizer_step,
     seed_everything,
+    training_precision,
 )
 from training.domain_eval import evaluate, group_split
 from training.ranking_data import DataError, RankingList, exit_on_data_error, read_lists
@@ -132,6 +135,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--limit", type=int, default=None, help="first N train lists per file (smoke runs)")
     p.add_argument("--max-steps", type=int, default=None, help="stop after N steps (smoke runs)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="fp32",
+        help="training forward pass: fp32, bf16 (autocast; weights stay fp32), or auto (bf16 where the "
+        "GPU or CPU has native bf16 matrix units, e.g. AVX-512 BF16, else fp32); dev scoring is fp32",
+    )
     p.add_argument(
         "--head",
         choices=HEADS,
@@ -242,7 +252,9 @@ def list_logits(model, encoder: ListEncoder, sequences: list[list[EncodedList]])
     """(lists, widest list) candidate logits, each list's sequences in order; absent candidates 0."""
     flat = [s for seqs in sequences for s in seqs]
     feeds = to_tensors(encoder, flat, device())
-    per_sequence = candidate_means(model(**feeds), feeds["segment_ids"], max(s.candidates for s in flat))
+    # fp32 from here on, whatever precision the encoder ran in: the losses' masks and softmaxes.
+    token_logits = model(**feeds).float()
+    per_sequence = candidate_means(token_logits, feeds["segment_ids"], max(s.candidates for s in flat))
     rows, start = [], 0
     for seqs in sequences:
         rows.append(torch.cat([per_sequence[start + i, : s.candidates] for i, s in enumerate(seqs)]))
@@ -388,6 +400,8 @@ def main(argv: list[str] | None = None) -> dict:
     # A second stage starts from the first stage's weights and tokenizer.
     start = Path(args.init) / "ranker" if init else backbone
     train, dev = load_splits(args)
+    precision = training_precision(args.precision)
+    print(f"training precision: {precision}", flush=True)
     print("lists:", {n: {"train": len(train[n]), "dev": len(dev[n])} for n in train}, flush=True)
     # Training lists are one sequence each, however long: the chunk budgets are lifted. The pair
     # layout puts each candidate in a sequence of its own.
@@ -416,7 +430,8 @@ def main(argv: list[str] | None = None) -> dict:
         for batch in batches:
             if step >= total:
                 break
-            loss = loss_of(model, encoder, batch, args, rng)
+            with autocast(precision):
+                loss = loss_of(model, encoder, batch, args, rng)
             optimizer_step(model, optimizer, schedule, loss)
             step += 1
             bar.update(1)
@@ -452,6 +467,7 @@ def main(argv: list[str] | None = None) -> dict:
     write_calibration(out / "calibration.json", fitted)
     config = {
         **vars(args),
+        "training_precision": precision,
         "data": [{"file": str(s.path), "name": s.name, "weight": s.weight} for s in args.data],
         "backbone": init["backbone"] if init else backbone_label(args.backbone),
         "init": {"run": args.init, "config": init} if init else None,

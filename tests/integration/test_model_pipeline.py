@@ -367,6 +367,47 @@ def test_train_candidates_below_two_is_refused_by_name(value, capsys):
     assert exit_.value.code == 2 and "--train-candidates" in capsys.readouterr().err
 
 
+def test_bf16_training_scores_like_fp32_and_records_what_it_ran_in(tmp_path, shared_data, monkeypatch):
+    """--precision bf16: the training forward pass in autocast, close to fp32; the run says which ran."""
+    torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    from training import backbone, convert, train
+    from training.shared_prefix import SharedPrefixRanker
+
+    sugar = tmp_path / "sugar.jsonl"
+    convert.main(["sugar", str(shared_data / "sugar" / "sugar.jsonl"), str(sugar)])
+    args = train.parse_args(["--data", str(sugar), "--out", str(tmp_path / "x"), "--limit", "4"])
+    lists, _ = train.load_splits(args)
+    encoder = train.ListEncoder.from_file(
+        backbone.backbone_dir(), max_prefix_tokens=128, max_candidate_tokens=32, max_chunk_tokens=1 << 16,
+        max_chunk_candidates=1 << 10,
+    )  # fmt: skip
+    model = SharedPrefixRanker.load(backbone.backbone_dir(), head="cosine").eval()
+    sequences = [train.encode(encoder, x) for x in lists["sugar"]]
+    with torch.no_grad():
+        exact = train.list_logits(model, encoder, sequences)
+        with backbone.autocast("bf16"):
+            mixed = train.list_logits(model, encoder, sequences)
+    assert mixed.dtype == torch.float32 and exact.abs().max() > 1.0
+    # bf16 keeps 8 bits of mantissa: logits of about 10 move by a few hundredths, never the ranking's scale.
+    assert 0 < (mixed - exact).abs().max() < 0.25
+
+    out = tmp_path / "run"
+    train.main(
+        ["--data", str(sugar), "--out", str(out), "--limit", "4", "--dev-lists", "4", "--max-steps", "1",
+         "--batch-lists", "4", "--max-prefix-tokens", "64", "--max-candidate-tokens", "16",
+         "--precision", "bf16"]
+    )  # fmt: skip
+    config = json.loads((out / "config.json").read_text())
+    assert config["precision"] == "bf16" and config["training_precision"] == "bf16"
+    trained = SharedPrefixRanker.load(out / "ranker")
+    assert all(torch.isfinite(p).all() and p.dtype == torch.float32 for p in trained.parameters())
+    # auto: bf16 only where the hardware multiplies it natively.
+    for native, expected in ((True, "bf16"), (False, "fp32")):
+        monkeypatch.setattr(backbone, "has_fast_bf16", lambda native=native: native)
+        assert backbone.training_precision("auto") == expected
+    assert backbone.training_precision("fp32") == "fp32"
+
+
 def test_the_similarity_term_adds_its_weight_times_the_sentence_encoders_cosine(tmp_path):
     """Exported graph = ranker + weight x cos(candidate, latest turn) as sentence-transformers computes it."""
     torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
