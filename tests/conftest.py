@@ -22,7 +22,7 @@ def abcd_kb() -> Path:
 def model_dir() -> Path:
     path = real_model_dir()
     if path is None:
-        pytest.skip("no real model: models/dialogue-minilm-l6 is absent and RANKER_TEST_MODEL is not set")
+        pytest.skip("no real model: RANKER_TEST_MODEL is not set and models/dialogue-minilm-l6 is absent")
     return path
 
 

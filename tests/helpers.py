@@ -62,15 +62,20 @@ def write_fake_bundle(
 
 
 def real_model_dir() -> Path | None:
-    """The shipped model, else ``$RANKER_TEST_MODEL``, else None."""
-    if (SHIPPED_MODEL / "metadata.json").is_file():
-        return SHIPPED_MODEL
+    """``$RANKER_TEST_MODEL`` when set, else the shipped model, else None.
+
+    The variable wins: it is how a suite is run on another bundle (a candidate model, an export
+    option), and a run that silently fell back to the shipped model would report its results.
+    """
     env = os.environ.get("RANKER_TEST_MODEL")
     if env:
         path = Path(env)
         path = path if path.is_absolute() else REPO_ROOT / path
-        if (path / "metadata.json").is_file():
-            return path
+        if not (path / "metadata.json").is_file():
+            raise FileNotFoundError(f"RANKER_TEST_MODEL={env}: no bundle there (no metadata.json)")
+        return path
+    if (SHIPPED_MODEL / "metadata.json").is_file():
+        return SHIPPED_MODEL
     return None
 
 
