@@ -367,6 +367,27 @@ STAGE_LINE = """
 Each stage after the first continues from the one before (`python -m training.train --init`).
 """
 
+
+def stage_schedule(config: dict[str, Any]) -> str:
+    """One line on how a stage trained: its length, learning rate, batch, seed and precision."""
+    epochs = config.get("epochs", 1)
+    length = f"{epochs} epoch{'s' * (epochs != 1)}"
+    if config.get("max_steps"):
+        steps = config["max_steps"]
+        length = f"{steps} step{'s' * (steps != 1)}"
+    precision = config.get("training_precision", "fp32")
+    return (
+        f"{length}, {config.get('batch_lists', 8)} lists a step, learning rate {config.get('lr', 5e-5):g}, "
+        f"seed {config.get('seed')}, forward pass in {'bf16 autocast' if precision == 'bf16' else 'fp32'}"
+    )
+
+
+def schedule_lines(config: dict[str, Any]) -> str:
+    """The card's list of stage schedules."""
+    stages = training_stages(config)
+    return "\n".join(f"- stage {n}: {stage_schedule(c)}" for n, c in enumerate(stages, start=1))
+
+
 CARD = """# {name} {version}
 
 A dialogue response ranker: a shared-prefix cross-encoder over (conversation + situational
@@ -393,6 +414,8 @@ lists of {threshold_on}).
 ## Training data
 {data_rows}
 {stage_line}
+{schedule_lines}
+
 Lists are split by group (dialogue) with a stable hash: 70% train, 15% dev, 15% test. Dev lists
 choose the epoch and fit the calibration; test lists are read only by the evaluation CLI.
 DailyDialog++ (CC BY-NC-SA) is used for evaluation and model selection only.
@@ -527,6 +550,7 @@ def write_shared_prefix_bundle(
             calibrated_on=", ".join(metadata["calibration_fitted_on"]),
             data_rows="\n".join(rows),
             stage_line=STAGE_LINE if len(training_stages(config)) > 1 else "",
+            schedule_lines=schedule_lines(config),
             dev_table="\n".join(table),
             machine_line=machine_line(report.get("machine")),
             head_line=HEAD_LINES[config.get("head", "linear")]

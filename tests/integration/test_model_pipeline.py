@@ -269,9 +269,13 @@ def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, share
     stage = json.loads((second / "config.json").read_text())
     assert stage["init"]["run"] == str(first) and stage["init"]["config"]["data"] == config["data"]
     assert stage["backbone"] == config["backbone"]  # interpolation still averages toward the backbone
-    from export.shared_prefix import training_stages
+    from export.shared_prefix import schedule_lines, training_stages
 
     assert [s["data"] for s in training_stages(stage)] == [config["data"], stage["data"]]
+    assert schedule_lines(stage).splitlines() == [
+        "- stage 1: 2 steps, 4 lists a step, learning rate 5e-05, seed 13, forward pass in fp32",
+        "- stage 2: 1 step, 4 lists a step, learning rate 1e-12, seed 13, forward pass in fp32",
+    ]
     for bad, message in (
         (["--init", str(linear)], "--head linear"),
         (["--init", str(tmp_path / "nowhere")], "not a finished run"),
