@@ -370,15 +370,13 @@ Each stage after the first continues from the one before (`python -m training.tr
 
 def stage_schedule(config: dict[str, Any]) -> str:
     """One line on how a stage trained: its length, learning rate, batch, seed and precision."""
-    epochs = config.get("epochs", 1)
-    length = f"{epochs} epoch{'s' * (epochs != 1)}"
-    if config.get("max_steps"):
-        steps = config["max_steps"]
-        length = f"{steps} step{'s' * (steps != 1)}"
+    epochs, steps = config["epochs"], config["max_steps"]
+    length = f"{steps} step{'s' * (steps != 1)}" if steps else f"{epochs} epoch{'s' * (epochs != 1)}"
+    # Runs from before --precision trained in fp32.
     precision = config.get("training_precision", "fp32")
     return (
-        f"{length}, {config.get('batch_lists', 8)} lists a step, learning rate {config.get('lr', 5e-5):g}, "
-        f"seed {config.get('seed')}, forward pass in {'bf16 autocast' if precision == 'bf16' else 'fp32'}"
+        f"{length}, {config['batch_lists']} lists a step, learning rate {config['lr']:g}, "
+        f"seed {config['seed']}, forward pass in {'bf16 autocast' if precision == 'bf16' else 'fp32'}"
     )
 
 

@@ -44,16 +44,14 @@ PRECISIONS = ("fp32", "bf16", "auto")
 def has_fast_bf16() -> bool:
     """Whether this machine multiplies bf16 matrices natively.
 
-    A CUDA GPU that supports it, or a CPU with AVX-512 BF16 or AMX (Linux flags). Elsewhere oneDNN
+    A CUDA GPU that supports it, or a CPU flagging AVX-512 BF16 or AMX BF16. Elsewhere oneDNN
     emulates bf16 and it is slower than fp32, so ``auto`` stays in fp32 there.
     """
     if torch.cuda.is_available():
         return torch.cuda.is_bf16_supported()
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+    from export.machine import read_cpu  # the CPU flags the export report reads too
+
+    return not read_cpu().flags.isdisjoint({"avx512_bf16", "amx_bf16"})
 
 
 def training_precision(choice: str) -> str:
