@@ -24,7 +24,7 @@ import logging
 import os
 import signal
 import sysconfig
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -39,17 +39,36 @@ from export.triton_repo import (
     QUEUE_TIMEOUT_US,
     RowLayout,
 )
-from service.list_encoding import PAD_SEGMENT
+from service.list_encoding import PAD_SEGMENT, SIMILARITY_INPUT_NAMES
 from service.model_bundle import OnnxModelSpec, load_bundle
 
 logger = logging.getLogger("export.triton_local")
 
 
-def real_lengths(feeds: dict[str, np.ndarray]) -> np.ndarray:
-    """Each row's length without its padding (padding ends a row in both layouts)."""
+def real_lengths(feeds: dict[str, np.ndarray], name: str) -> np.ndarray:
+    """Each row's length of input ``name`` without its padding (padding ends a row in every layout).
+
+    A similarity bundle's ``similarity_*`` inputs are a second sequence with a length of its own,
+    read from ``similarity_segment_ids``; cutting them to the ranker sequence's length would drop
+    candidate tokens from the similarity term.
+    """
+    if name in SIMILARITY_INPUT_NAMES:
+        return np.asarray((feeds["similarity_segment_ids"] != PAD_SEGMENT).sum(axis=1))
     if "segment_ids" in feeds:  # shared-prefix rows: padding has segment id -1
         return np.asarray((feeds["segment_ids"] != PAD_SEGMENT).sum(axis=1))
     return np.asarray(feeds["attention_mask"].sum(axis=1))
+
+
+def calls_of(feeds: dict[str, np.ndarray], rows_per_call: int) -> Iterator[dict[str, np.ndarray]]:
+    """The batch as calls of ``rows_per_call`` rows, each input cut to the call's longest real row.
+
+    With one row per call, a call's feeds are exactly the embedded backend's for that row.
+    """
+    lengths = {name: real_lengths(feeds, name) for name in feeds}
+    count = len(next(iter(feeds.values())))
+    for start in range(0, count, rows_per_call):
+        part = slice(start, start + rows_per_call)
+        yield {name: array[part, : int(lengths[name][part].max())] for name, array in feeds.items()}
 
 
 def onnx_infer_fn(
@@ -82,17 +101,11 @@ def onnx_infer_fn(
     @batch
     def infer(**inputs: np.ndarray) -> dict[str, np.ndarray]:
         feeds = {name: inputs[name].astype(np.int64, copy=False) for name in spec.input_names}
-        count, length = feeds[spec.input_names[0]].shape
+        length = feeds[spec.input_names[0]].shape[1]
         if rows_per_call is None:
             logits = run(feeds, length)
         else:
-            lengths = real_lengths(feeds)
-            parts = []
-            for start in range(0, count, rows_per_call):
-                part = slice(start, start + rows_per_call)
-                real = int(lengths[part].max())  # drop the bucket padding
-                parts.append(run({name: array[part, :real] for name, array in feeds.items()}, length))
-            logits = np.concatenate(parts)
+            logits = np.concatenate([run(part, length) for part in calls_of(feeds, rows_per_call)])
         return {spec.output_name: logits}
 
     return infer
