@@ -39,6 +39,21 @@ def write_tiny_tokenizer(path: Path) -> Path:
     return path
 
 
+def tiny_list_encoder(directory: Path, *, similarity: int = 0) -> Any:
+    """A shared-prefix ``ListEncoder`` on the tiny tokenizer (with the similarity term when asked):
+    3 candidates a sequence of at most 30 tokens, candidates cut to 6, the prefix to 16."""
+    from service.list_encoding import ListEncoder
+
+    return ListEncoder.from_file(
+        write_tiny_tokenizer(directory / "tok.json"),
+        max_prefix_tokens=16,
+        max_candidate_tokens=6,
+        max_chunk_tokens=30,
+        max_chunk_candidates=3,
+        similarity=similarity,
+    )
+
+
 def write_fake_bundle(
     directory: Path, *, selector: dict[str, Any] | None = None, threshold: float = 0.5
 ) -> Path:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import write_tiny_tokenizer
+from helpers import tiny_list_encoder
 
 from service.cpu import MAX_WORKERS, available_cpus, batch_workers, intra_op_threads
 from service.list_encoding import PAD_SEGMENT, ListEncoder, candidate_logits
@@ -13,13 +13,7 @@ from service.tokenization import Turn
 
 @pytest.fixture
 def encoder(tmp_path: Path) -> ListEncoder:
-    return ListEncoder.from_file(
-        write_tiny_tokenizer(tmp_path / "tok.json"),
-        max_prefix_tokens=16,
-        max_candidate_tokens=6,
-        max_chunk_tokens=30,
-        max_chunk_candidates=3,
-    )
+    return tiny_list_encoder(tmp_path)
 
 
 TURNS = [Turn("user", "hi"), Turn("bot", "hello"), Turn("user", "could you make some coffee")]
@@ -66,14 +60,7 @@ def test_without_the_similarity_term_there_is_no_second_sequence(encoder):
 
 
 def test_similarity_blocks_are_the_latest_turn_then_each_chunks_candidates(tmp_path):
-    encoder = ListEncoder.from_file(
-        write_tiny_tokenizer(tmp_path / "tok.json"),
-        max_prefix_tokens=16,
-        max_candidate_tokens=6,
-        max_chunk_tokens=30,
-        max_chunk_candidates=3,
-        similarity=1,
-    )
+    encoder = tiny_list_encoder(tmp_path, similarity=1)
     assert encoder.budgets()["similarity"] == 1
     candidates = ["sure " * 10, "no", "yes", "tea", "coffee"]
     sequences = encoder.encode_request(TURNS, ["the machine is sorry"], candidates)

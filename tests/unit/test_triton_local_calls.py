@@ -3,24 +3,17 @@
 from pathlib import Path
 
 import numpy as np
-from helpers import write_tiny_tokenizer
+from helpers import tiny_list_encoder
 
 from export.triton_local import calls_of
-from service.list_encoding import SIMILARITY_INPUT_NAMES, ListEncoder
+from service.list_encoding import SIMILARITY_INPUT_NAMES
 from service.tokenization import Turn
 
 RANKER_INPUTS = ("input_ids", "token_type_ids", "position_ids", "segment_ids")
 
 
 def test_each_call_is_the_rows_own_unpadded_feeds_similarity_inputs_included(tmp_path: Path) -> None:
-    encoder = ListEncoder.from_file(
-        write_tiny_tokenizer(tmp_path / "tok.json"),
-        max_prefix_tokens=16,
-        max_candidate_tokens=8,
-        max_chunk_tokens=40,
-        max_chunk_candidates=2,
-        similarity=1,
-    )
+    encoder = tiny_list_encoder(tmp_path, similarity=1)
     turns = [Turn("user", "could you make some coffee " * 3)]
     requests = [
         encoder.encode_request(turns, ["the machine is sorry"], ["sure " * 7, "no", "yes", "tea"]),
