@@ -19,6 +19,8 @@ from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import Whitespace
 
+from service.list_encoding import ListEncoder
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 ABCD_KB = SHARED_DATA / "abcd" / "kb.json"
@@ -39,11 +41,9 @@ def write_tiny_tokenizer(path: Path) -> Path:
     return path
 
 
-def tiny_list_encoder(directory: Path, *, similarity: int = 0) -> Any:
+def tiny_list_encoder(directory: Path, *, similarity: int = 0) -> ListEncoder:
     """A shared-prefix ``ListEncoder`` on the tiny tokenizer (with the similarity term when asked):
     3 candidates a sequence of at most 30 tokens, candidates cut to 6, the prefix to 16."""
-    from service.list_encoding import ListEncoder
-
     return ListEncoder.from_file(
         write_tiny_tokenizer(directory / "tok.json"),
         max_prefix_tokens=16,
