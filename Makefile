@@ -70,7 +70,8 @@ EXPORT_ARGS ?=
 # interpolating did not pay for the second stage, see README "Training"), export the
 # graphs (fp32, dynamic and static int8, measured side by side; the fastest that holds dev P@1
 # ships), then evaluate per domain on held-out lists (DailyDialog++: evaluation only), writing the
-# tables into the model card.
+# tables into the model card, and on SUGAR by the paper's protocol (eval-sugar-settings.md: the test
+# groups under each statement setting; eval-dev.md: the dev groups).
 model: $(VENV)/.dev-deps
 	mkdir -p $(DATA)
 	$(BIN)/python -m training.convert sugar $(SHARED)/sugar/sugar.jsonl $(DATA)/sugar.jsonl
@@ -92,6 +93,9 @@ model: $(VENV)/.dev-deps
 	$(BIN)/python -m training.domain_eval --model $(MODEL_DIR) --split all \
 		--lists dailydialog-pp=$(DATA)/dailydialog-pp.jsonl --out $(MODEL_DIR)/eval-ddpp.json \
 		--card $(MODEL_DIR)/MODEL_CARD.md
+	$(BIN)/python -m training.evaluate --model $(MODEL_DIR) --data $(SHARED)/sugar/sugar.jsonl --split test \
+		--out-md $(MODEL_DIR)/eval-sugar-settings.md
+	$(BIN)/python -m training.evaluate --model $(MODEL_DIR) --data $(SHARED)/sugar/sugar.jsonl --split dev
 
 # `make loadtest`: Locust, headless, against a service that is already running: start it first
 # with `make serve` in another shell (or set HOST). SHAPE is step, constant (needs RPS > 0) or
