@@ -498,7 +498,9 @@ def write_shared_prefix_bundle(
         "max_length": encoder.max_length,
         "tokenizer": "tokenizer.json",
         "encoding": {"kind": "shared-prefix", **encoder.budgets()},
-        # One sequence per call: dynamic int8 computes activation scales over the whole input.
+        # One sequence per call: dynamic int8 computes activation scales over the whole input. It is
+        # also the faster way to run a static int8 graph on CPU (a static --similarity bundle through
+        # the service at 16 clients: 416.9 pairs/s so, 311.4 in batches of up to 64 pairs).
         "serving": {"sub_batch_pairs": 1},
         "ranker": {
             "file": "model.onnx",
