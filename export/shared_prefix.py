@@ -500,7 +500,7 @@ def write_shared_prefix_bundle(
         "encoding": {"kind": "shared-prefix", **encoder.budgets()},
         # One sequence per call: dynamic int8 computes activation scales over the whole input. It is
         # also the faster way to run a static int8 graph on CPU (a static --similarity bundle through
-        # the service at 16 clients: 416.9 pairs/s so, 311.4 in batches of up to 64 pairs).
+        # the service at 16 clients, one run each: 416.9 pairs/s so, 311.4 in batches of up to 64 pairs).
         "serving": {"sub_batch_pairs": 1},
         "ranker": {
             "file": "model.onnx",
