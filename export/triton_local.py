@@ -45,15 +45,8 @@ from service.model_bundle import OnnxModelSpec, load_bundle
 logger = logging.getLogger("export.triton_local")
 
 
-def real_lengths(feeds: dict[str, np.ndarray], name: str) -> np.ndarray:
-    """Each row's length of input ``name`` without its padding (padding ends a row in every layout).
-
-    A similarity bundle's ``similarity_*`` inputs are a second sequence with a length of its own,
-    read from ``similarity_segment_ids``; cutting them to the ranker sequence's length would drop
-    candidate tokens from the similarity term.
-    """
-    if name in SIMILARITY_INPUT_NAMES:
-        return np.asarray((feeds["similarity_segment_ids"] != PAD_SEGMENT).sum(axis=1))
+def real_lengths(feeds: dict[str, np.ndarray]) -> np.ndarray:
+    """Each row's length without its padding (padding ends a row in both layouts)."""
     if "segment_ids" in feeds:  # shared-prefix rows: padding has segment id -1
         return np.asarray((feeds["segment_ids"] != PAD_SEGMENT).sum(axis=1))
     return np.asarray(feeds["attention_mask"].sum(axis=1))
@@ -62,13 +55,24 @@ def real_lengths(feeds: dict[str, np.ndarray], name: str) -> np.ndarray:
 def calls_of(feeds: dict[str, np.ndarray], rows_per_call: int) -> Iterator[dict[str, np.ndarray]]:
     """The batch as calls of ``rows_per_call`` rows, each input cut to the call's longest real row.
 
-    With one row per call, a call's feeds are exactly the embedded backend's for that row.
+    A similarity bundle's ``similarity_*`` inputs are a second sequence with a length of its own
+    (``similarity_segment_ids``); cutting them to the ranker sequence's length would drop candidate
+    tokens from the similarity term. With one row per call, a call's feeds are exactly the embedded
+    backend's for that row.
     """
-    lengths = {name: real_lengths(feeds, name) for name in feeds}
-    count = len(next(iter(feeds.values())))
-    for start in range(0, count, rows_per_call):
+    ranker = real_lengths(feeds)
+    similarity = (
+        np.asarray((feeds["similarity_segment_ids"] != PAD_SEGMENT).sum(axis=1))
+        if "similarity_segment_ids" in feeds
+        else ranker
+    )
+    for start in range(0, len(ranker), rows_per_call):
         part = slice(start, start + rows_per_call)
-        yield {name: array[part, : int(lengths[name][part].max())] for name, array in feeds.items()}
+        ends = {"ranker": int(ranker[part].max()), "similarity": int(similarity[part].max())}
+        yield {
+            name: array[part, : ends["similarity" if name in SIMILARITY_INPUT_NAMES else "ranker"]]
+            for name, array in feeds.items()
+        }
 
 
 def onnx_infer_fn(
