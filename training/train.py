@@ -395,10 +395,9 @@ def main(argv: list[str] | None = None) -> dict:
     started = time.time()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    backbone = Path(args.backbone or backbone_dir())
     init = first_stage(args)
-    # A second stage starts from the first stage's weights and tokenizer.
-    start = Path(args.init) / "ranker" if init else backbone
+    # A second stage starts from the first stage's weights and tokenizer (no packaged backbone needed).
+    start = Path(args.init) / "ranker" if init else Path(args.backbone or backbone_dir())
     train, dev = load_splits(args)
     precision = training_precision(args.precision)
     print(f"training precision: {precision}", flush=True)
