@@ -63,7 +63,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", required=True, help="model directory to write")
     p.add_argument("--build", default=None, help="where intermediate graphs go (default build/<run name>)")
     p.add_argument("--name", default="dialogue-minilm-l6")
-    p.add_argument("--version", default="2.4.0")
+    p.add_argument("--version", default="2.5.0")
     p.add_argument("--max-p1-loss", type=float, default=0.01, help="dev P@1 a quantised graph may lose")
     p.add_argument(
         "--max-mb", type=float, default=60.0, help="largest graph that may ship (repository budget)"
@@ -352,12 +352,49 @@ def training_stages(config: dict[str, Any]) -> list[dict[str, Any]]:
     return [*earlier, config]
 
 
+def soup_members(config: dict[str, Any]) -> list[tuple[str, float, dict[str, Any]]]:
+    """(label, share, configuration) of each run averaged into the weights.
+
+    One unlabelled run when ``training.interpolate --with`` blended none in; else A (the
+    ``--run``), B, C...
+    """
+    blend = (config.get("interpolation") or {}).get("with") or []
+    if not blend:
+        return [("", 1.0, config)]
+    rest = 1.0 - sum(m["weight"] for m in blend)
+    # A member recorded before interpolate kept its configuration lists no stages of its own.
+    members = [(rest, config)] + [(m["weight"], m.get("config") or {"data": []}) for m in blend]
+    return [(chr(ord("A") + i), share, c) for i, (share, c) in enumerate(members)]
+
+
+def stage_rows(config: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(stage label, stage configuration) of every run in the weights, first stage first.
+
+    ``1``, ``2`` for one run; ``A1``, ``A2``, ``B1``... for a soup.
+    """
+    return [
+        (f"{label}{n}", stage)
+        for label, _, member in soup_members(config)
+        for n, stage in enumerate(training_stages(member), start=1)
+        if "data" in stage and stage["data"]
+    ]
+
+
 def interpolation_line(config: dict[str, Any]) -> str:
-    """The card's sentence on ``training.interpolate``, when the run was interpolated."""
+    """The card's sentences on ``training.interpolate``, when the run was interpolated or a soup."""
     alpha = (config.get("interpolation") or {}).get("alpha")
+    members = soup_members(config)
+    lines = ""
+    if len(members) > 1:
+        parts = " + ".join(f"{share:g} x run {label}" for label, share, _ in members)
+        lines += (
+            f"\nThe weights are a model soup (`python -m training.interpolate --with`): {parts}, runs of "
+            "the same backbone and encoding trained on the mixes below (stages A1, A2... are run A's); "
+            "calibration and the threshold are fitted on the soup."
+        )
     if alpha is None or alpha == 1:  # 1: the fine-tuned weights as they are, calibration re-fitted
-        return ""
-    return (
+        return lines
+    return lines + (
         f"\nThe weights are {alpha:g} x the fine-tuned model's plus {1 - alpha:g} x the untrained model's "
         "(`python -m training.interpolate`), which keeps more of what the backbone knew about replies."
     )
@@ -374,16 +411,17 @@ def stage_schedule(config: dict[str, Any]) -> str:
     length = f"{steps} step{'s' * (steps != 1)}" if steps else f"{epochs} epoch{'s' * (epochs != 1)}"
     # Runs from before --precision trained in fp32.
     precision = config.get("training_precision", "fp32")
+    device = config.get("device", "cpu")
     return (
         f"{length}, {config['batch_lists']} lists a step, learning rate {config['lr']:g}, "
         f"seed {config['seed']}, forward pass in {'bf16 autocast' if precision == 'bf16' else 'fp32'}"
+        + ("" if device == "cpu" else f", on {device}")
     )
 
 
 def schedule_lines(config: dict[str, Any]) -> str:
-    """The card's list of stage schedules."""
-    stages = training_stages(config)
-    return "\n".join(f"- stage {n}: {stage_schedule(c)}" for n, c in enumerate(stages, start=1))
+    """The card's list of stage schedules (every soup member's)."""
+    return "\n".join(f"- stage {label}: {stage_schedule(c)}" for label, c in stage_rows(config))
 
 
 CARD = """# {name} {version}
@@ -487,7 +525,7 @@ def write_shared_prefix_bundle(
             "weight": d["weight"],
             **dict(zip(("dataset", "license", "attribution"), dataset_of(d["name"]), strict=True)),
         }
-        for stage, stage_config in enumerate(training_stages(config), start=1)
+        for stage, stage_config in stage_rows(config)
         for d in stage_config["data"]
     ]
     metadata = {
@@ -549,7 +587,7 @@ def write_shared_prefix_bundle(
             threshold_on=", ".join(metadata["threshold_fitted_on"]),
             calibrated_on=", ".join(metadata["calibration_fitted_on"]),
             data_rows="\n".join(rows),
-            stage_line=STAGE_LINE if len(training_stages(config)) > 1 else "",
+            stage_line=STAGE_LINE if len(stage_rows(config)) > 1 else "",
             schedule_lines=schedule_lines(config),
             dev_table="\n".join(table),
             machine_line=machine_line(report.get("machine")),

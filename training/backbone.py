@@ -38,6 +38,11 @@ def device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def device_label() -> str:
+    """What a run records it trained on: ``cpu``, or ``cuda (<GPU name>)``."""
+    return f"cuda ({torch.cuda.get_device_name()})" if torch.cuda.is_available() else "cpu"
+
+
 PRECISIONS = ("fp32", "bf16", "auto")
 
 

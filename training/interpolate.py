@@ -201,7 +201,11 @@ def main(argv: list[str] | None = None) -> dict:
             "interpolation": {
                 "from_run": str(run),
                 "alpha": args.alpha,
-                "with": [{"run": str(p), "weight": w} for p, w in args.blend],
+                # Each member's own configuration, so the export's model card can list its stages.
+                "with": [
+                    {"run": str(p), "weight": w, "config": json.loads((Path(p) / "config.json").read_text())}
+                    for p, w in args.blend
+                ],
             },
         }
         (out / "config.json").write_text(json.dumps(config, indent=2))

@@ -56,6 +56,7 @@ from training.backbone import (
     backbone_dir,
     backbone_label,
     device,
+    device_label,
     make_optimizer,
     optimizer_step,
     seed_everything,
@@ -467,6 +468,7 @@ def main(argv: list[str] | None = None) -> dict:
     config = {
         **vars(args),
         "training_precision": precision,
+        "device": device_label(),
         "data": [{"file": str(s.path), "name": s.name, "weight": s.weight} for s in args.data],
         "backbone": init["backbone"] if init else backbone_label(args.backbone),
         "init": {"run": args.init, "config": init} if init else None,

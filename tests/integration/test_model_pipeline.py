@@ -229,9 +229,16 @@ def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, share
          "--lists", f"held={held}"]
     )  # fmt: skip
     assert souped["alphas"]["1.0"] == found["alphas"]["1.0"]
-    assert json.loads((blend / "config.json").read_text())["interpolation"]["with"] == [
-        {"run": str(out), "weight": 0.4}
+    blended = json.loads((blend / "config.json").read_text())
+    # Each member's configuration travels with the soup, so the model card lists every run's stages.
+    assert blended["interpolation"]["with"] == [
+        {"run": str(out), "weight": 0.4, "config": json.loads((out / "config.json").read_text())}
     ]
+    from export.shared_prefix import interpolation_line, schedule_lines
+
+    own = schedule_lines(json.loads((out / "config.json").read_text())).removeprefix("- stage 1: ")
+    assert schedule_lines(blended).splitlines() == [f"- stage A1: {own}", f"- stage B1: {own}"]
+    assert "0.6 x run A + 0.4 x run B" in interpolation_line(blended)
     for bad in ("nothing", f"{out}:1.5", f"{out}:x"):
         with pytest.raises(SystemExit):
             interpolate.main(["--run", str(out), "--with", bad, "--alphas", "1"])
