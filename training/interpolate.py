@@ -37,7 +37,7 @@ import torch
 from service.list_encoding import ListEncoder
 from training.backbone import backbone_dir
 from training.ranking_data import RankingList, exit_on_data_error, read_lists
-from training.shared_prefix import SharedPrefixRanker
+from training.shared_prefix import SharedPrefixRanker, run_encoder
 from training.train import (
     calibrated_report,
     dev_logits,
@@ -161,14 +161,7 @@ def main(argv: list[str] | None = None) -> dict:
     tuned = load_tuned(run)
     fresh = SharedPrefixRanker.load(run_backbone(config), head="cosine").eval()
     fresh.head.bias.data.copy_(tuned.head.bias.data)
-    encoding = config["encoding"]
-    encoder = ListEncoder.from_file(
-        run / "ranker",
-        max_prefix_tokens=int(encoding["max_prefix_tokens"]),
-        max_candidate_tokens=int(encoding["max_candidate_tokens"]),
-        max_chunk_tokens=1 << 16,
-        max_chunk_candidates=1 << 10,
-    )
+    encoder = run_encoder(run, config["encoding"])
     tuned, dev = blended(run, config, tuned, args.blend)
     extra = {}
     for item in args.lists:

@@ -21,6 +21,7 @@ A checkpoint directory holds the encoder (``save_pretrained``), ``head.pt``, ``c
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -196,3 +197,25 @@ def score_requests(
     for i, (r, _) in enumerate(flat):
         out[r].extend(logits[i])
     return out
+
+
+def run_encoder(run: str | Path, encoding: dict) -> ListEncoder:
+    """A run's encoder: its recorded budgets, the chunk budgets lifted (one sequence per list)."""
+    return ListEncoder.from_file(
+        Path(run) / "ranker",
+        max_prefix_tokens=int(encoding["max_prefix_tokens"]),
+        max_candidate_tokens=int(encoding["max_candidate_tokens"]),
+        max_chunk_tokens=1 << 16,
+        max_chunk_candidates=1 << 10,
+    )
+
+
+def load_run_for_scoring(run: str | Path) -> tuple[SharedPrefixRanker, ListEncoder]:
+    """A finished run's model (eval mode, on the training device) and its encoder."""
+    from training.backbone import device
+
+    run = Path(run)
+    config = json.loads((run / "config.json").read_text())
+    pair = config.get("layout") == "pair"
+    model = SharedPrefixRanker.load(run / "ranker", full_attention=pair).to(device()).eval()
+    return model, run_encoder(run, config["encoding"])

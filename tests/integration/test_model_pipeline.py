@@ -214,6 +214,16 @@ def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, share
          "--lists", f"held={held}"]
     )  # fmt: skip
     assert set(found["alphas"]) == {"0.0", "1.0"} and found["alphas"]["1.0"]["held"]["lists"] == 20
+    # The evaluation CLI scores a run in PyTorch as interpolate scored it at alpha 1 (the same
+    # order), with the run's own calibration: probabilities in [0, 1], the run's threshold.
+    from training import domain_eval
+
+    by_run = domain_eval.main(["--run", str(out), "--lists", f"held={held}", "--split", "all"])["held"]
+    for metric in ("lists", "precision_at_1", "ndcg_at_3", "mrr"):
+        assert by_run[metric] == found["alphas"]["1.0"]["held"][metric], metric
+    assert 0.0 <= by_run["ece"] <= 1.0 and by_run["abstention_accuracy"] is not None
+    with pytest.raises(SystemExit):  # a card describes a bundle
+        domain_eval.main(["--run", str(out), "--lists", f"held={held}", "--card", str(held)])
     assert json.loads((mixed / "config.json").read_text())["interpolation"]["alpha"] == 0.5
     assert (mixed / "ranker" / "cosine.pt").is_file() and (mixed / "calibration.json").is_file()
 
