@@ -587,7 +587,9 @@ def write_shared_prefix_bundle(
             threshold_on=", ".join(metadata["threshold_fitted_on"]),
             calibrated_on=", ".join(metadata["calibration_fitted_on"]),
             data_rows="\n".join(rows),
-            stage_line=STAGE_LINE if len(stage_rows(config)) > 1 else "",
+            stage_line=STAGE_LINE
+            if any(len(training_stages(member)) > 1 for _, _, member in soup_members(config))
+            else "",
             schedule_lines=schedule_lines(config),
             dev_table="\n".join(table),
             machine_line=machine_line(report.get("machine")),

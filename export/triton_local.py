@@ -45,10 +45,15 @@ from service.model_bundle import OnnxModelSpec, load_bundle
 logger = logging.getLogger("export.triton_local")
 
 
+def unpadded(segment_ids: np.ndarray) -> np.ndarray:
+    """Each shared-prefix row's length without its padding (segment id -1)."""
+    return np.asarray((segment_ids != PAD_SEGMENT).sum(axis=1))
+
+
 def real_lengths(feeds: dict[str, np.ndarray]) -> np.ndarray:
     """Each row's length without its padding (padding ends a row in both layouts)."""
-    if "segment_ids" in feeds:  # shared-prefix rows: padding has segment id -1
-        return np.asarray((feeds["segment_ids"] != PAD_SEGMENT).sum(axis=1))
+    if "segment_ids" in feeds:
+        return unpadded(feeds["segment_ids"])
     return np.asarray(feeds["attention_mask"].sum(axis=1))
 
 
@@ -61,11 +66,7 @@ def calls_of(feeds: dict[str, np.ndarray], rows_per_call: int) -> Iterator[dict[
     backend's for that row.
     """
     ranker = real_lengths(feeds)
-    similarity = (
-        np.asarray((feeds["similarity_segment_ids"] != PAD_SEGMENT).sum(axis=1))
-        if "similarity_segment_ids" in feeds
-        else ranker
-    )
+    similarity = unpadded(feeds["similarity_segment_ids"]) if "similarity_segment_ids" in feeds else ranker
     for start in range(0, len(ranker), rows_per_call):
         part = slice(start, start + rows_per_call)
         ends = {"ranker": int(ranker[part].max()), "similarity": int(similarity[part].max())}

@@ -132,19 +132,21 @@ def load_tuned(run: Path) -> SharedPrefixRanker:
 
 
 def blended(run: Path, config: dict, tuned: SharedPrefixRanker, blend: list[tuple[Path, float]]):
-    """The fine-tuned side with ``--with`` runs blended in, and every run's dev lists."""
+    """The fine-tuned side with ``--with`` runs blended in, and every run's dev lists.
+
+    Also the ``--with`` runs' configurations, in ``blend``'s order, read once.
+    """
     dev = run_dev_lists(config)
-    if not blend:
-        return tuned, dev
-    parts = [(tuned, 1.0 - sum(w for _, w in blend))]
+    parts, members = [(tuned, 1.0 - sum(w for _, w in blend))], []
     for other, weight in blend:
         other_config = json.loads((other / "config.json").read_text())
         for key in ("encoding", "backbone"):
             if other_config.get(key) != config.get(key):
                 raise SystemExit(f"{other}: its {key} differs from {run}'s; only runs of one backbone blend")
         parts.append((load_tuned(other), weight))
+        members.append(other_config)
         dev.update({k: v for k, v in run_dev_lists(other_config).items() if k not in dev})
-    return weighted_average(parts), dev
+    return (weighted_average(parts) if blend else tuned), dev, members
 
 
 def score_lists(model: SharedPrefixRanker, encoder: ListEncoder, lists: dict[str, list[RankingList]]) -> dict:
@@ -161,8 +163,8 @@ def main(argv: list[str] | None = None) -> dict:
     tuned = load_tuned(run)
     fresh = SharedPrefixRanker.load(run_backbone(config), head="cosine").eval()
     fresh.head.bias.data.copy_(tuned.head.bias.data)
-    encoder = run_encoder(run, config["encoding"])
-    tuned, dev = blended(run, config, tuned, args.blend)
+    encoder = run_encoder(run, config)
+    tuned, dev, member_configs = blended(run, config, tuned, args.blend)
     extra = {}
     for item in args.lists:
         name, _, path = item.partition("=")
@@ -196,8 +198,8 @@ def main(argv: list[str] | None = None) -> dict:
                 "alpha": args.alpha,
                 # Each member's own configuration, so the export's model card can list its stages.
                 "with": [
-                    {"run": str(p), "weight": w, "config": json.loads((Path(p) / "config.json").read_text())}
-                    for p, w in args.blend
+                    {"run": str(p), "weight": w, "config": c}
+                    for (p, w), c in zip(args.blend, member_configs, strict=True)
                 ],
             },
         }

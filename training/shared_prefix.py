@@ -199,14 +199,18 @@ def score_requests(
     return out
 
 
-def run_encoder(run: str | Path, encoding: dict) -> ListEncoder:
-    """A run's encoder: its recorded budgets, the chunk budgets lifted (one sequence per list)."""
+def run_encoder(run: str | Path, config: dict) -> ListEncoder:
+    """A run's encoder as training used it: its recorded budgets, the chunk budgets lifted.
+
+    One sequence per list; one per candidate for the pair layout.
+    """
+    encoding = config["encoding"]
     return ListEncoder.from_file(
         Path(run) / "ranker",
         max_prefix_tokens=int(encoding["max_prefix_tokens"]),
         max_candidate_tokens=int(encoding["max_candidate_tokens"]),
         max_chunk_tokens=1 << 16,
-        max_chunk_candidates=1 << 10,
+        max_chunk_candidates=1 if config.get("layout") == "pair" else 1 << 10,
     )
 
 
@@ -218,4 +222,4 @@ def load_run_for_scoring(run: str | Path) -> tuple[SharedPrefixRanker, ListEncod
     config = json.loads((run / "config.json").read_text())
     pair = config.get("layout") == "pair"
     model = SharedPrefixRanker.load(run / "ranker", full_attention=pair).to(device()).eval()
-    return model, run_encoder(run, config["encoding"])
+    return model, run_encoder(run, config)
