@@ -58,7 +58,7 @@ class ModelDims:
 
     @classmethod
     def from_onnx(cls, path: str | Path) -> ModelDims:
-        """Infer the shapes from an exported graph (fp32 or dynamic int8) when no config is at hand.
+        """Infer the shapes from an exported graph (fp32, dynamic or blockwise int8) without a config.
 
         Layers are counted as softmax nodes (one per attention block); the hidden size is the
         output width of the first weight product (the query projection); the intermediate size is
@@ -71,13 +71,13 @@ class ModelDims:
 
         graph = onnx.load(str(path), load_external_data=False).graph
         shapes = {init.name: list(init.dims) for init in graph.initializer}
-        weights = [
-            shapes[name]
-            for node in graph.node
-            if node.op_type in _WEIGHT_OPS
-            for name in node.input[1:2]
-            if len(shapes.get(name, [])) == 2
-        ]
+        weights = []  # (K, N) of each weight product, in graph order
+        for node in graph.node:
+            if node.op_type == "MatMulNBits":  # block-quantized: packed weights, K and N as attributes
+                attrs = {a.name: a.i for a in node.attribute}
+                weights.append([attrs["K"], attrs["N"]])
+            elif node.op_type in _WEIGHT_OPS and len(shapes.get(node.input[1], [])) == 2:
+                weights.append(shapes[node.input[1]])
         layers = sum(node.op_type == "Softmax" for node in graph.node)
         if not weights or not layers:
             raise ValueError(f"{path}: no attention softmax or weight matrix product found")

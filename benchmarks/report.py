@@ -488,9 +488,10 @@ def method_section(work: Workload, bundle: ModelBundle) -> Section:
             "request (one example's candidates) in flight; latency is measured by the client.",
             "- Raw sessions time `session.run` only (padding done beforehand); the CrossEncoder's "
             "`predict` includes its tokenization; the service includes everything.",
-            f"- The shipped model is dynamic int8 and the service runs it "
-            f"{bundle.serving_sub_batch_pairs or 'any number of'} pair(s) per call for batch-invariant "
-            "scores; the raw int8 session batches as above, so it shows what batching would give.",
+            f"- The shipped graph is {bundle.metadata.get('ranker', {}).get('precision', 'unstated')}"
+            f"; the service runs it {bundle.serving_sub_batch_pairs or 'any number of'} pair(s) per call "
+            "for batch-invariant scores; the raw session batches as above, so it shows what batching "
+            "would give.",
             "- Bold: each system's best pairs/s.",
         ],
     )

@@ -63,7 +63,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", required=True, help="model directory to write")
     p.add_argument("--build", default=None, help="where intermediate graphs go (default build/<run name>)")
     p.add_argument("--name", default="dialogue-minilm-l6")
-    p.add_argument("--version", default="2.5.0")
+    p.add_argument("--version", default="2.5.1")
     p.add_argument("--max-p1-loss", type=float, default=0.01, help="dev P@1 a quantised graph may lose")
     p.add_argument(
         "--max-mb", type=float, default=60.0, help="largest graph that may ship (repository budget)"
@@ -239,6 +239,7 @@ def main(argv: list[str] | None = None) -> dict:
     started = time.time()
     paths = {"fp32": export_fp32(model, build / "ranker.fp32.onnx", encoder)}
     paths["int8_dynamic"] = quantize.dynamic_int8(paths["fp32"], build / "ranker.int8-dynamic.onnx")
+    paths["int8_blockwise"] = quantize.blockwise_int8(paths["fp32"], build / "ranker.int8-blockwise.onnx")
     calibration_feeds = [encoder.pad(r) for r in random.Random(1).sample(situated, min(48, len(situated)))]
     paths["int8_static"] = quantize.static_int8(
         paths["fp32"],
@@ -324,6 +325,8 @@ def main(argv: list[str] | None = None) -> dict:
 PRECISION = {
     "fp32": "fp32",
     "int8_dynamic": "int8 (dynamic, per-channel weights; one request's sequence per call)",
+    "int8_blockwise": "int8 (weights in blocks of 128, activations quantized per token and block; "
+    "MatMulNBits, accuracy level 4)",
     "int8_static": "int8 (static QDQ, MatMul only)",
 }
 

