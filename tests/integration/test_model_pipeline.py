@@ -158,6 +158,52 @@ def test_shared_prefix_export_matches_pytorch_and_a_candidate_ignores_its_list_m
     np.testing.assert_allclose(onnx_logits[0], alone, atol=1e-5)
 
 
+def test_blockwise_int8_stays_nearer_fp32_than_dynamic_and_ignores_list_mates(tmp_path):
+    """The blockwise graph (MatMulNBits) against dynamic int8, both from one fp32 export."""
+    torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    onnx = pytest.importorskip("onnx", reason="onnx is not installed")
+    from export import quantize
+    from export.checks import score_sequences, session
+    from export.shared_prefix import export_fp32
+    from service.list_encoding import ListEncoder
+    from training.backbone import backbone_dir
+    from training.shared_prefix import SharedPrefixRanker
+
+    torch.manual_seed(0)
+    model = SharedPrefixRanker.load(backbone_dir(), head="cosine")
+    torch.nn.init.normal_(model.head.weight, std=0.05)
+    encoder = ListEncoder.from_file(backbone_dir(), max_prefix_tokens=96, max_candidate_tokens=32)
+    fp32 = export_fp32(model.eval(), tmp_path / "fp32.onnx", encoder)
+    blockwise = quantize.blockwise_int8(fp32, tmp_path / "blockwise.onnx")
+    dynamic = quantize.dynamic_int8(fp32, tmp_path / "dynamic.onnx")
+    ops = {n.op_type for n in onnx.load(str(blockwise), load_external_data=False).graph.node}
+    assert "MatMulNBits" in ops and "DynamicQuantizeLinear" not in ops
+    assert not (tmp_path / "blockwise.matmul-only.onnx").exists()  # the intermediate is removed
+
+    requests = [encoder.encode_request(turns, statements, cands) for turns, statements, cands in REQUESTS]
+
+    def logits(path):
+        return np.concatenate(score_sequences(session(path), encoder, requests))
+
+    def list_mate_change(path):
+        graph = session(path)
+        change = 0.0
+        for turns, statements, cands in REQUESTS:
+            request = encoder.encode_request(turns, statements, cands)
+            together = score_sequences(graph, encoder, [request])[0]
+            for i, c in enumerate(cands):
+                alone = score_sequences(graph, encoder, [encoder.encode_request(turns, statements, [c])])
+                change = max(change, abs(float(together[i]) - float(alone[0][0])))
+        return change
+
+    reference = logits(fp32)
+    blockwise_error = np.abs(logits(blockwise) - reference).max()
+    dynamic_error = np.abs(logits(dynamic) - reference).max()
+    assert blockwise_error < dynamic_error, (blockwise_error, dynamic_error)
+    blockwise_change, dynamic_change = list_mate_change(blockwise), list_mate_change(dynamic)
+    assert blockwise_change < dynamic_change, (blockwise_change, dynamic_change)
+
+
 def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, shared_data):
     """A smoke run of training.train on the generic format: two files, weights, a calibrated run."""
     pytest.importorskip("torch", reason="training extras (torch) are not installed")
