@@ -78,8 +78,8 @@ EXPORT_ARGS ?=
 # Convert the shared data to ranking lists, train the shared-prefix ranker on the first mix, then
 # on the second from there; the same two stages with the open-domain first mix; the even soup of
 # the two (training.interpolate toward the fresh model did not pay, see README "Training"), export the
-# graphs (fp32, dynamic and static int8, measured side by side; the fastest that holds dev P@1
-# ships), then evaluate per domain on held-out lists (DailyDialog++: evaluation only), writing the
+# graphs (fp32, dynamic, blockwise and static int8, measured side by side; the fastest that holds dev
+# P@1 ships), then evaluate per domain on held-out lists (DailyDialog++: evaluation only), writing the
 # tables into the model card, and on SUGAR by the paper's protocol (eval-sugar-settings.md: the test
 # groups under each statement setting; eval-dev.md: the dev groups).
 model: $(VENV)/.dev-deps
