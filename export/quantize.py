@@ -1,12 +1,14 @@
-"""int8 variants for CPU, and why the shipped one is dynamic, run one pair per call.
+"""int8 variants for CPU, measured side by side by the export, and why they run one pair per call.
 
 Dynamic quantization (``quantize_dynamic``) computes each activation's scale at run time over
 the whole input tensor, padding included, so in a batch a pair's score moves with its
 batch-mates (up to 0.16 in probability, measured on dev). Static quantization fixes activation
 scales from calibration data, so a pair scores the same in any batch, but its MinMax ranges cost
-up to 2.4 in logit here and were no faster. So the service runs the dynamic graph one pair per
-call: each pair gets its own activation scales, exactly as if it were alone. Both variants are
-built so the export report measures the choice side by side.
+up to 2.4 in logit here and were no faster. So the service runs int8 graphs one pair (one
+request's sequence) per call: each gets its own activation scales, exactly as if it were alone.
+Blockwise quantization (``MatMulNBits``) scales each token's blocks on their own: nearer fp32, so
+since model 2.5.1 the export's rule (the fastest graph that holds dev P@1) ships it, at about 0.6x
+the dynamic graph's speed.
 """
 
 from __future__ import annotations
@@ -59,9 +61,10 @@ def blockwise_int8(model_path: str | Path, path: str | Path, *, block_size: int 
     request's outlying channels coarsen every token's product, and a candidate's score moves with
     the rest of its sequence (up to 0.17 in probability on 2.5.0's dev lists). Here each token's
     block has its own scale: on 2.5.0's weights the held-out SUGAR P@1 matched fp32 (test 0.725,
-    unseen 0.732; dynamic int8 0.702 / 0.683) at the same size, about 0.8x dynamic int8's speed on
-    this CPU. Leaving the feed-forward MatMuls of the dynamic graph in fp32 recovered less (0.716 /
-    0.707) at twice the size and the same speed; 4-bit blocks of 32 lost more (0.679 / 0.634).
+    unseen 0.732; dynamic int8 0.702 / 0.683) at the same size and 0.60x dynamic int8's speed on
+    situated requests (the export's measure on this CPU; 0.76x on DailyDialog++'s shorter ones).
+    Leaving the feed-forward MatMuls of the dynamic graph in fp32 recovered less (0.716 / 0.707) at
+    twice the size and the same speed; 4-bit blocks of 32 lost more (0.679 / 0.634).
     """
     path = Path(path)
     with _root_logging_kept():
