@@ -71,6 +71,9 @@ THRESHOLD_ON ?= sugar,topical-chat
 # The calibration map is fitted on SUGAR dev only: its labels are human ratings of appropriateness,
 # where a Topical-Chat list's are "the true next turn" (its fitting nearby turns count as wrong).
 CALIBRATE_ON ?= sugar
+# Multi-turn requests are also scored with their last turn alone, that view's logit averaged in at
+# this weight (service/context_views.py; chosen on dev, README "Training"; 0: one view).
+LAST_TURN_WEIGHT ?= 0.5
 # More export options, e.g. EXPORT_ARGS=--similarity (the untrained encoder's cosine beside the
 # ranker: better against off-topic replies, two thirds of the throughput; README "Training").
 EXPORT_ARGS ?=
@@ -99,7 +102,7 @@ model: $(VENV)/.dev-deps
 	HF_HUB_OFFLINE=1 $(BIN)/python -m training.train --init $(OPEN_TUNED) $(MIX2) --out $(OPEN_RUN)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m training.interpolate --run $(OPEN_RUN) $(SOUP_ARGS) --out $(SOUP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m export --run $(SOUP) --out $(MODEL_DIR) --threshold-on $(THRESHOLD_ON) \
-		--calibrate-on $(CALIBRATE_ON) $(EXPORT_ARGS)
+		--calibrate-on $(CALIBRATE_ON) --last-turn-weight $(LAST_TURN_WEIGHT) $(EXPORT_ARGS)
 	$(BIN)/python -m training.domain_eval --model $(MODEL_DIR) --split test \
 		--lists sugar=$(DATA)/sugar.jsonl --lists topical-chat=$(DATA)/topical-chat.jsonl \
 		--max-lists 600 --out $(MODEL_DIR)/eval-test.json --card $(MODEL_DIR)/MODEL_CARD.md

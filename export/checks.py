@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
+from service import context_views
 from service.calibration import Calibrator
 from service.list_encoding import EncodedList, ListEncoder
 from service.tokenization import EncodedPair, PairEncoder
@@ -109,4 +110,23 @@ def score_sequences(
     for sequences in requests:
         batches = [encoder.pad([s]) for s in sequences]
         out.append(np.concatenate([b.readout(sess.run([output], b.as_feeds(names))[0]) for b in batches]))
+    return out
+
+
+def score_lists(
+    sess: ort.InferenceSession, encoder: ListEncoder, lists: Sequence, *, last_turn_weight: float = 0.0
+) -> list[np.ndarray]:
+    """Ranking lists' candidate logits as the service scores them: every situation, every view.
+
+    ``lists``: anything with ``context``, ``situations`` and ``candidates`` (``training.ranking_data``'s
+    RankingList); a multi-turn list is scored with its last turn alone too when ``last_turn_weight``
+    is above 0 (:mod:`service.context_views`).
+    """
+    out = []
+    for x in lists:
+        texts = [c.text for c in x.candidates]
+        turns = context_views.views(x.context, last_turn_weight)
+        requests = [encoder.encode_request(t, x.situations, texts) for t in turns]
+        logits = np.concatenate(score_sequences(sess, encoder, requests))
+        out.append(context_views.combine(logits, len(turns), last_turn_weight))
     return out

@@ -10,6 +10,8 @@ moves with the other candidates in its sequence, speed on situated requests with
 statement, and dev P@1 / nDCG@3 per file. It ships the fastest variant whose dev P@1 is within
 ``--max-p1-loss`` of fp32 on every file, and re-fits the calibration map and abstention
 threshold on the pooled dev lists with that very graph. ``export_report.json`` keeps the table.
+``--last-turn-weight`` makes the bundle score multi-turn requests with their last turn alone too
+(:mod:`service.context_views`); the calibration map and threshold are fitted on scores so made.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 import torch
 
 from export import onnx_graph, quantize
-from export.checks import score_sequences, session
+from export.checks import score_lists, score_sequences, session
 from export.machine import describe_for_report, read_cpu
 from service.calibration import Calibrator
 from service.list_encoding import SIMILARITY_INPUT_NAMES, EncodedList, ListEncoder
@@ -63,7 +65,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", required=True, help="model directory to write")
     p.add_argument("--build", default=None, help="where intermediate graphs go (default build/<run name>)")
     p.add_argument("--name", default="dialogue-minilm-l6")
-    p.add_argument("--version", default="2.5.1")
+    p.add_argument("--version", default="2.6.0")
     p.add_argument("--max-p1-loss", type=float, default=0.01, help="dev P@1 a quantised graph may lose")
     p.add_argument(
         "--max-mb", type=float, default=60.0, help="largest graph that may ship (repository budget)"
@@ -86,6 +88,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="add the untrained encoder's reply-to-turn cosine to each logit (training/similarity.py), "
         "its weight fitted on the dev lists that choose the threshold",
+    )
+    p.add_argument(
+        "--last-turn-weight",
+        type=float,
+        default=0.0,
+        help="score a multi-turn request with its last turn alone too, that view's logit averaged in "
+        "at this weight (service/context_views.py; 0: one view)",
     )
     return p.parse_args(argv)
 
@@ -156,6 +165,7 @@ def threshold_on(
     lists: dict[str, list[RankingList]],
     sess,
     encoder: ListEncoder,
+    last_turn_weight: float = 0.0,
 ) -> dict:
     """``fitted`` with its abstention threshold chosen on the dev lists of ``names`` only.
 
@@ -168,7 +178,9 @@ def threshold_on(
     platt = fitted["maps"]["platt"]
     probs, labels = [], []
     for name in names:
-        probs += [platt(z) for z in score_sequences(sess, encoder, list_requests(encoder, lists[name]))]
+        probs += [
+            platt(z) for z in score_lists(sess, encoder, lists[name], last_turn_weight=last_turn_weight)
+        ]
         labels += [[int(c.appropriate) for c in x.candidates] for x in lists[name]]
     threshold, accuracy = metrics.best_abstention_threshold(probs, labels)
     return {**fitted, "threshold": threshold, "abstention_accuracy": accuracy, "threshold_on": names}
@@ -204,6 +216,22 @@ def requests_per_s(sess, requests: list[list[EncodedList]], encoder: ListEncoder
     started = time.perf_counter()
     score_sequences(sess, encoder, requests)
     return len(requests) / (time.perf_counter() - started)
+
+
+def views_speed(sess, encoder: ListEncoder, lists: list[RankingList], last_turn_weight: float) -> dict:
+    """Multi-turn requests per second with one view and with the last-turn view, side by side."""
+    score_lists(sess, encoder, lists[:10], last_turn_weight=last_turn_weight)
+    speeds = {}
+    for name, weight in (("one_view", 0.0), ("last_turn_view", last_turn_weight)):
+        started = time.perf_counter()
+        score_lists(sess, encoder, lists, last_turn_weight=weight)
+        speeds[f"{name}_requests_per_s"] = round(len(lists) / (time.perf_counter() - started), 1)
+    return {
+        "requests": len(lists),
+        "mean_turns": round(float(np.mean([len(x.context) for x in lists])), 2),
+        **speeds,
+        "ratio": round(speeds["last_turn_view_requests_per_s"] / speeds["one_view_requests_per_s"], 3),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -298,10 +326,28 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"WARNING: no graph within {args.max_mb} MB holds dev P@1 within {args.max_p1_loss}")
     report["shipped"] = shipped
     print("shipping", shipped, flush=True)
-    fitted = calibrate_on(args.calibrate_on, dev, logits_by_variant[shipped])
+    shipped_logits = logits_by_variant[shipped]
+    if args.last_turn_weight > 0:  # the shipped graph's dev scores as the bundle will serve them
+        shipped_sess = session(paths[shipped])
+        shipped_logits = {
+            name: score_lists(shipped_sess, encoder, lists, last_turn_weight=args.last_turn_weight)
+            for name, lists in dev.items()
+        }
+        multi_turn = [x for lists in dev.values() for x in lists if len(x.context) > 1]
+        multi_turn = random.Random(0).sample(multi_turn, min(args.speed_requests, len(multi_turn)))
+        report["last_turn_view_speed"] = views_speed(shipped_sess, encoder, multi_turn, args.last_turn_weight)
+        print("last-turn view", json.dumps(report["last_turn_view_speed"]), flush=True)
+    fitted = calibrate_on(args.calibrate_on, dev, shipped_logits)
     if args.threshold_on:
-        fitted = threshold_on(fitted, args.threshold_on.split(","), held, session(paths[shipped]), encoder)
-    calibrated = calibrated_report(dev, logits_by_variant[shipped], fitted)
+        fitted = threshold_on(
+            fitted,
+            args.threshold_on.split(","),
+            held,
+            session(paths[shipped]),
+            encoder,
+            last_turn_weight=args.last_turn_weight,
+        )
+    calibrated = calibrated_report(dev, shipped_logits, fitted)
     (build / "export_report.json").write_text(json.dumps(report, indent=2))
     out = write_shared_prefix_bundle(
         Path(args.out),
@@ -488,6 +534,18 @@ def similarity_line(similarity: dict[str, Any] | None) -> str:
     )
 
 
+def views_line(last_turn_weight: float) -> str:
+    """The card's sentence on the last-turn view, when the bundle has one."""
+    if last_turn_weight <= 0:
+        return ""
+    return (
+        "\nThe service scores a request of several turns twice, with every turn and with the last turn"
+        f" alone, and averages each candidate's logits at {1 / (1 + last_turn_weight):.2f} /"
+        f" {last_turn_weight / (1 + last_turn_weight):.2f} (`service/context_views.py`); calibration"
+        " and threshold were fitted on scores so made."
+    )
+
+
 def machine_line(machine: dict[str, Any] | None) -> str:
     """Where the export measured: int8 scores differ between CPUs (AVX2 against AVX-512 VNNI)."""
     if not machine:
@@ -551,6 +609,7 @@ def write_shared_prefix_bundle(
             "max_length": encoder.max_length,
         },
         **({"similarity": similarity} if similarity else {}),
+        **({"views": {"last_turn_weight": args.last_turn_weight}} if args.last_turn_weight > 0 else {}),
         "calibration": fitted["maps"]["platt"].to_dict(),
         "calibration_alternatives": {m: c.to_dict() for m, c in fitted["maps"].items()},
         "threshold": float(fitted["threshold"]),
@@ -598,7 +657,8 @@ def write_shared_prefix_bundle(
             machine_line=machine_line(report.get("machine")),
             head_line=HEAD_LINES[config.get("head", "linear")]
             + interpolation_line(config)
-            + similarity_line(similarity),
+            + similarity_line(similarity)
+            + views_line(args.last_turn_weight),
         )
     )
     return out

@@ -9,6 +9,8 @@ A bundle directory holds:
 - ``serving`` (optional): how the graphs must be run, e.g. ``{"sub_batch_pairs": 1}`` for a
   dynamically quantised graph, whose activation scales are computed over the whole input
   tensor, so that a pair's score never depends on what it was batched with;
+- ``views`` (optional): ``{"last_turn_weight": 0.5}`` scores a multi-turn request a second time
+  with its last turn alone and averages the logits (:mod:`service.context_views`);
 - the ONNX file(s) and ``tokenizer.json``.
 
 The export CLI (``python -m export``) writes bundles; this module only reads them.
@@ -76,6 +78,8 @@ class ModelBundle:
     metadata: dict[str, Any]
     #: Pairs per backend call the model needs for batch-invariant scores (None: any batch).
     serving_sub_batch_pairs: int | None = None
+    #: The last-turn view's weight (0: one view); calibration and threshold were fitted with it.
+    last_turn_weight: float = 0.0
 
     @property
     def model_id(self) -> str:
@@ -176,6 +180,7 @@ def load_bundle(directory: str | Path) -> ModelBundle:
             selector=selector,
             metadata=meta,
             serving_sub_batch_pairs=int(meta.get("serving", {}).get("sub_batch_pairs", 0)) or None,
+            last_turn_weight=float((meta.get("views") or {}).get("last_turn_weight", 0.0)),
         )
     except (KeyError, TypeError, ValueError) as e:
         if isinstance(e, BundleError):
@@ -183,4 +188,6 @@ def load_bundle(directory: str | Path) -> ModelBundle:
         raise BundleError(f"{meta_path}: malformed metadata ({e!r})") from e
     if not 0.0 <= bundle.threshold <= 1.0:
         raise BundleError(f"{meta_path}: threshold {bundle.threshold} is not in [0, 1]")
+    if not 0.0 <= bundle.last_turn_weight < float("inf"):
+        raise BundleError(f"{meta_path}: views.last_turn_weight {bundle.last_turn_weight} is not >= 0")
     return bundle

@@ -18,9 +18,10 @@ from enum import StrEnum
 import numpy as np
 from opentelemetry import trace
 
-from service import tracing
+from service import context_views, tracing
 from service.batching import Scorer
 from service.batching.admission import Backlog, admit
+from service.batching.batcher import Encoded
 from service.encoding import OffLoopEncoder
 from service.errors import BackendTimeout
 from service.guidelines import Guidelines, MaskReason
@@ -160,7 +161,9 @@ class Ranker:
                 [c.text for c in query.candidates],
             )
         scored = [i for i, reason in enumerate(reasons) if reason is None or query.mask_mode is MaskMode.SOFT]
-        ranker_s, selector_s = self._work(query, len(scored))
+        weight = self.bundle.last_turn_weight if self.settings.last_turn_view else 0.0
+        views = context_views.views(query.turns, weight)
+        ranker_s, selector_s = self._work(query, len(scored) * len(views))
         admit(
             wait_s=self.backlog.seconds + ranker_s + selector_s,
             remaining_s=deadline - time.perf_counter(),
@@ -184,16 +187,20 @@ class Ranker:
                     self.metrics.backlog.labels(self.name).set(self.backlog.seconds)
                     statements = [query.situations[i] for i in statements_used]
                     with self.tracer.start_as_current_span("encode pairs") as span:
-                        pairs = await self.encoder.encode(
-                            query.turns,
-                            statements,
-                            [query.candidates[i].text for i in scored],
-                            query.max_candidate_tokens,
-                        )
+                        pairs: list[Encoded] = []
+                        for turns in views:  # each view's pairs after the other's, for one backend call
+                            pairs += await self.encoder.encode(
+                                turns,
+                                statements,
+                                [query.candidates[i].text for i in scored],
+                                query.max_candidate_tokens,
+                            )
                         span.set_attributes(
                             {tracing.PAIRS: len(pairs), tracing.TOKENS: sum(len(p) for p in pairs)}
                         )
-                    logits = await self.batcher.score(pairs, deadline=deadline)
+                    logits = context_views.combine(
+                        await self.batcher.score(pairs, deadline=deadline), len(views), weight
+                    )
         except TimeoutError:
             raise BackendTimeout(f"no scores within {timeout:g} s") from None
         finally:

@@ -219,6 +219,12 @@ class RankingSettings(BaseModel):
         description="Generator names kept as metric labels; any other is counted as 'other'.",
     )
     log_request_text: bool = Field(False, description="Log request texts (off: texts never reach the logs).")
+    last_turn_view: bool = Field(
+        True,
+        description="Where the bundle asks for it, score a multi-turn request a second time with its last "
+        "turn alone and average the logits (better against replies that echo earlier turns; off: one "
+        "pass, faster on multi-turn requests).",
+    )
 
 
 class Settings(BaseSettings):

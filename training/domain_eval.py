@@ -34,8 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-from export.checks import score, score_sequences, session
+from export.checks import score, score_lists, session
 from service.calibration import Calibrator
+from service.list_encoding import ListEncoder
 from service.model_bundle import ModelBundle, load_bundle
 from service.selection import choose_statements
 from training import metrics
@@ -96,15 +97,11 @@ class ListScorer:
 
     def probabilities(self, lists: Sequence[RankingList]) -> list[np.ndarray]:
         """Calibrated P(appropriate) per candidate, per list."""
-        if self.bundle.shared_prefix:  # every situation to the ranker, one sequence per call
+        if self.bundle.shared_prefix:  # every situation to the ranker, one sequence per call per view
             encoder = self.bundle.pair_encoder()
-            requests = [
-                encoder.encode_request(x.context, x.situations, [c.text for c in x.candidates]) for x in lists
-            ]
-            return [
-                np.asarray(self.bundle.calibration(z))
-                for z in score_sequences(self.ranker, encoder, requests)
-            ]
+            assert isinstance(encoder, ListEncoder)
+            logits = score_lists(self.ranker, encoder, lists, last_turn_weight=self.bundle.last_turn_weight)
+            return [np.asarray(self.bundle.calibration(z)) for z in logits]
         statements = self.statements(lists)
         groups = [
             self.encoder.encode_request(x.context, s, [c.text for c in x.candidates])

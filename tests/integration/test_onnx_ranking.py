@@ -108,6 +108,42 @@ async def test_a_request_scores_the_same_alone_and_among_concurrent_requests(mod
             assert entry["score"] == pytest.approx(alone[(r % len(SUGAR_LIKE), int(entry["id"]))], abs=1e-3)
 
 
+MULTI_TURN = {
+    "context": [
+        {"speaker": "user", "text": "I baked a chocolate cake for my sister's birthday."},
+        {"speaker": "bot", "text": "That sounds lovely. How did it turn out?"},
+        {"speaker": "user", "text": "It burned a little on the bottom, sadly."},
+    ],
+    "candidates": [
+        "Oh no! You could trim the bottom and cover it with frosting.",
+        "My sister likes chocolate cake for her birthday too.",
+        "Happy birthday to your sister!",
+        "What time is it?",
+    ],
+}
+
+
+async def test_a_multi_turn_request_is_also_scored_with_its_last_turn_alone(model_dir: Path) -> None:
+    """Each logit is the bundle's weighted mean of the full context's and the last turn's."""
+    weight = load_bundle(model_dir).last_turn_weight
+    if weight <= 0:
+        pytest.skip(f"{model_dir} scores one view (metadata has no views.last_turn_weight)")
+    last_only = {**MULTI_TURN, "context": MULTI_TURN["context"][-1:]}
+    async with serve_in_process(create_app(settings(model_dir))) as client:
+        both = (await client.post("/rank", json=MULTI_TURN)).json()
+        last = (await client.post("/rank", json=last_only)).json()
+    off = settings(model_dir, ranking={"last_turn_view": False})
+    async with serve_in_process(create_app(off)) as client:
+        full = (await client.post("/rank", json=MULTI_TURN)).json()
+
+    def logits(body: dict[str, Any]) -> np.ndarray:
+        by_id = {int(entry["id"]): entry["logit"] for entry in body["ranking"]}
+        return np.array([by_id[i] for i in range(len(MULTI_TURN["candidates"]))])
+
+    np.testing.assert_allclose(logits(both), (logits(full) + weight * logits(last)) / (1 + weight), atol=2e-3)
+    assert np.max(np.abs(logits(both) - logits(full))) > 0.05, "the last-turn view changed nothing"
+
+
 async def test_abcd_guideline_masks_on_the_real_model(model_dir: Path, abcd_kb: Path) -> None:
     body = {
         "context": [{"speaker": "customer", "text": "I forgot my password."}],
