@@ -4,7 +4,8 @@ Written by hand (not from any dataset): situated requests, open chat turns from 
 generators, and customer-service turns with an intent. Each case asserts that the person's pick
 ranks first through ``POST /rank`` on the real model (ONNX Runtime, in process).
 
-The service with model 2.5.1 gets 16 of the 20 right: 15 by the model, and 1 more because the repeat
+The service with model 2.6.0 gets 16 of the 20 right, as 2.5.1 did (the same graph; the seven
+multi-turn requests rank the same with its last-turn view): 15 by the model, and 1 more because the repeat
 mask (``ranking.mask_repeats``, on by default) removes a candidate that says a turn of the
 conversation again (2.5.0, the same weights in a coarser int8 graph, got 17: 16 and 1, the extra one
 the dinner request, which the fp32 graph misses as 2.5.1 does; 2.4.0 got 18: 12 by the model, 6 by
@@ -272,7 +273,7 @@ CASES = [
 ]
 
 
-#: Cases the service with model 2.5.1 gets wrong (the person's pick is not first), and whether the
+#: Cases the service with model 2.6.0 (and 2.5.1) gets wrong (the person's pick is not first), and whether the
 #: service abstains on the hot-room request. Update with the README's count when the model changes.
 KNOWN_MISSES = {
     "coffee-machine-broken",
@@ -280,9 +281,9 @@ KNOWN_MISSES = {
     "dinner-allergy",
     "service-cancel",
 }
-#: 2.5.1 ranks the window first at 0.733, over the bundle's threshold (0.426), with "Pizza is
-#: great." second at 0.607. (2.5.0: 0.751 over 0.375 and 0.591; 2.4.0: 0.629 over 0.607 and 0.618;
-#: 2.3.1 ranked it first at 0.626, under its threshold, 0.633.)
+#: 2.6.0 ranks the window first at 0.733, over the bundle's threshold (0.432), with "Pizza is
+#: great." second at 0.607 (2.5.1: the same, threshold 0.426; 2.5.0: 0.751 over 0.375 and 0.591;
+#: 2.4.0: 0.629 over 0.607 and 0.618; 2.3.1 ranked it first at 0.626, under its threshold, 0.633.)
 HOT_ROOM_ABSTAINS = False
 
 
@@ -290,7 +291,7 @@ def _with_known_misses(cases):
     marked = []
     for case in cases:
         if case.id in KNOWN_MISSES:
-            reason = "model 2.5.1 does not rank the person's pick first"
+            reason = "model 2.6.0 does not rank the person's pick first"
             case = pytest.param(*case.values, id=case.id, marks=pytest.mark.xfail(strict=True, reason=reason))
         marked.append(case)
     return marked

@@ -1,0 +1,113 @@
+"""Which contexts to score a multi-turn request with: the table behind the last-turn view.
+
+    .venv/bin/python -m experiments.context_views [--model models/dialogue-minilm-l6]
+
+Scores each list of Topical-Chat dev and test (600 each, the evaluation CLI's seeded sample and
+split), Topical-Chat entity-fact dev (300), SUGAR test and DailyDialog++ dev with the bundle's
+graph under three contexts: every turn, the last turn alone, and none (a bare "." turn: the
+reply's own prior). Then it prints P@1, MRR and, for DailyDialog++, the within-context AUC
+against adversarial and random replies, for each view and for weighted means of their logits
+(the view weights the bundle could carry in ``views.last_turn_weight``). Ranks only: no
+calibration is involved. About 6 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import random
+from collections.abc import Sequence
+
+import numpy as np
+
+from export.checks import score_sequences, session
+from service.list_encoding import ListEncoder
+from service.model_bundle import load_bundle
+from training import metrics
+from training.domain_eval import group_split, within_context_auc
+from training.ranking_data import RankingList, read_lists
+
+DATA = "runs/data"
+#: (name, file, split, lists): the evaluation CLI's split; DailyDialog++ is evaluation data only.
+SETS = (
+    ("topical-chat dev", "topical-chat.jsonl", "dev", 600),
+    ("topical-chat test", "topical-chat.jsonl", "test", 600),
+    ("entity-fact dev", "topical-chat-entity-fact.jsonl", "dev", 300),
+    ("sugar test", "sugar.jsonl", "test", 600),
+    ("dailydialog++ dev", "dailydialog-pp.jsonl", "all", 1028),
+)
+#: Weighted sums of the views' logits (full, last, none); rank order is all that is read.
+MIXES = (
+    (1, 0, 0),
+    (0, 1, 0),
+    (0, 0, 1),
+    (1, 0.25, 0),
+    (1, 0.5, 0),
+    (1, 0.75, 0),
+    (1, 1, 0),
+    (1, 0, 0.25),
+    (1, 1, 0.5),
+)
+
+
+def sample(lists: list[RankingList], split: str, n: int) -> list[RankingList]:
+    """The lists of ``split`` (``all``: every one), a seeded sample of ``n`` at most."""
+    kept = [x for x in lists if split == "all" or group_split(x.group) == split]
+    return random.Random(0).sample(kept, n) if len(kept) > n else kept
+
+
+def view_logits(sess, encoder: ListEncoder, lists: Sequence[RankingList], view: str) -> list[np.ndarray]:
+    """Candidate logits per list with every turn (``full``), the last turn, or a bare turn (``none``)."""
+    requests = []
+    for x in lists:
+        turns = {
+            "full": x.context,
+            "last": x.context[-1:],
+            "none": tuple(dataclasses.replace(t, text=".") for t in x.context[-1:]),
+        }[view]
+        requests.append(encoder.encode_request(turns, x.situations, [c.text for c in x.candidates]))
+    return [np.asarray(z, dtype=np.float64) for z in score_sequences(sess, encoder, requests)]
+
+
+def line(lists: Sequence[RankingList], logits: Sequence[np.ndarray]) -> str:
+    """P@1 and MRR, and the AUCs where lists name adversarial and random replies."""
+    gains = [[c.gain for c in x.candidates] for x in lists]
+    p1 = np.mean([metrics.precision_at_1(z, g) for z, g in zip(logits, gains, strict=True)])
+    mrr = np.mean([metrics.reciprocal_rank(z, g) for z, g in zip(logits, gains, strict=True)])
+    out = f"P@1 {p1:.3f} MRR {mrr:.3f}"
+    for kind in ("adversarial", "random"):
+        aucs = [
+            within_context_auc(
+                z,
+                [c.appropriate for c in x.candidates],
+                [c.generator == kind and not c.appropriate for c in x.candidates],
+            )
+            for x, z in zip(lists, logits, strict=True)
+        ]
+        kept = [a for a in aucs if a is not None]
+        if kept:
+            out += f" AUC-{kind} {np.mean(kept):.3f}"
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="models/dialogue-minilm-l6")
+    args = p.parse_args(argv)
+    bundle = load_bundle(args.model)
+    encoder = bundle.pair_encoder()
+    assert isinstance(encoder, ListEncoder), "a shared-prefix bundle is needed"
+    sess = session(bundle.ranker.path)
+    for name, file, split, n in SETS:
+        lists = sample(read_lists(f"{DATA}/{file}"), split, n)
+        views = [view_logits(sess, encoder, lists, v) for v in ("full", "last", "none")]
+        turns = np.mean([len(x.context) for x in lists])
+        print(f"{name}: {len(lists)} lists, {turns:.2f} turns on average", flush=True)
+        for mix in MIXES:
+            mixed = [sum(w * z for w, z in zip(mix, zs, strict=True)) for zs in zip(*views, strict=True)]
+            label = " + ".join(f"{w:g} {v}" for w, v in zip(mix, ("full", "last", "none"), strict=True) if w)
+            print(f"  {label}: {line(lists, mixed)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
