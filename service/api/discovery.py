@@ -31,6 +31,10 @@ class ModelOut(BaseModel):
     calibration: dict[str, Any] = Field(description="How logits become scores (method and parameters).")
     threshold: float = Field(description="Default abstention threshold on the calibrated score.")
     selector: bool = Field(description="Whether a statement selector filters situations first.")
+    last_turn_weight: float = Field(
+        description="A multi-turn request is also scored with its last turn alone, that logit averaged "
+        "in at this weight (0: one view, also when the service's ranking.last_turn_view is off)."
+    )
 
 
 class ModelsOut(BaseModel):
@@ -55,6 +59,7 @@ def _describe(served: ServedModel, *, default: bool) -> ModelOut:
         calibration=bundle.calibration.to_dict(),
         threshold=bundle.threshold,
         selector=served.ranker.selector is not None,
+        last_turn_weight=bundle.last_turn_weight if served.ranker.settings.last_turn_view else 0.0,
     )
 
 

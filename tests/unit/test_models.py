@@ -20,7 +20,12 @@ def two_bundles(tmp_path: Path) -> tuple[Path, Path]:
     first = write_fake_bundle(tmp_path / "first")
     second = write_fake_bundle(tmp_path / "second", threshold=0.9)
     meta = json.loads((second / "metadata.json").read_text())
-    meta.update(name="tiny-fake-b", version="2", calibration={"method": "platt", "a": 2.0, "b": -1.0})
+    meta.update(
+        name="tiny-fake-b",
+        version="2",
+        calibration={"method": "platt", "a": 2.0, "b": -1.0},
+        views={"last_turn_weight": 0.5},
+    )
     (second / "metadata.json").write_text(json.dumps(meta))
     return first, second
 
@@ -47,6 +52,7 @@ async def test_two_models_are_served_listed_and_chosen_by_name(tmp_path: Path) -
     assert second_entry["model"] == "tiny-fake-b@2" and second_entry["threshold"] == 0.9
     assert second_entry["calibration"] == {"method": "platt", "a": 2.0, "b": -1.0}
     assert second_entry["max_length"] == 64 and second_entry["selector"] is False
+    assert [m["last_turn_weight"] for m in listing["data"]] == [0.0, 0.5]
     assert default["model"] == control["model"] == "tiny-fake@1"
     assert candidate["model"] == "tiny-fake-b@2" and candidate["threshold"] == 0.9
     assert rerank["model"] == "tiny-fake-b@2"
@@ -66,6 +72,14 @@ async def test_a_plain_directory_is_served_under_the_bundles_name(tmp_path: Path
     async with serve_in_process(create_app(Settings(backend="fake", model=f"{first},{second}"))) as client:
         listing = (await client.get("/v1/models")).json()
     assert [m["id"] for m in listing["data"]] == ["tiny-fake", "tiny-fake-b"]
+
+
+async def test_the_listing_says_when_the_last_turn_view_is_switched_off(tmp_path: Path) -> None:
+    _, second = two_bundles(tmp_path)
+    settings = Settings(backend="fake", model=str(second), ranking={"last_turn_view": False})
+    async with serve_in_process(create_app(settings)) as client:
+        listing = (await client.get("/v1/models")).json()
+    assert listing["data"][0]["last_turn_weight"] == 0.0
 
 
 async def test_two_models_under_one_name_fail_at_start(tmp_path: Path) -> None:

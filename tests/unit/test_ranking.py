@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -189,3 +190,31 @@ async def test_the_selector_keeps_min_keep_statements_when_none_pass(tmp_path: P
     async with serve_in_process(selector_app(bundle, [])) as client:
         selected = (await client.post("/rank", json=body)).json()
     assert selected["statements_used"] == [1]
+
+
+async def test_a_multi_turn_request_gets_the_bundle_s_last_turn_view(tmp_path: Path) -> None:
+    """Each logit is (full context + weight x last turn alone) / (1 + weight); one turn: one view."""
+    bundle = write_fake_bundle(tmp_path / "views")
+    meta = json.loads((bundle / "metadata.json").read_text())
+    (bundle / "metadata.json").write_text(json.dumps({**meta, "views": {"last_turn_weight": 0.5}}))
+    # "coffee" in an earlier turn lifts every candidate in the full view only; "sure" lifts one.
+    score = word_scores(bundle, {"coffee": 3.0, "sure": 1.0})
+    body = {
+        "context": [
+            {"speaker": "user", "text": "could you make some coffee"},
+            {"speaker": "bot", "text": "sorry the machine is broken"},
+            {"speaker": "user", "text": "tea please"},
+        ],
+        "candidates": [{"id": "a", "text": "sure"}, {"id": "b", "text": "no"}],
+    }
+    async with serve_in_process(app_with(bundle, score)) as client:
+        views = (await client.post("/rank", json=body)).json()
+        alone = (await client.post("/rank", json={**body, "context": body["context"][-1:]})).json()
+    async with serve_in_process(app_with(bundle, score, ranking={"last_turn_view": False})) as client:
+        full = (await client.post("/rank", json=body)).json()
+    logits = {
+        name: {r["id"]: r["logit"] for r in b["ranking"]}
+        for name, b in [("views", views), ("alone", alone), ("full", full)]
+    }
+    assert logits["full"] == {"a": 4.0, "b": 3.0} and logits["alone"] == {"a": 1.0, "b": 0.0}
+    assert logits["views"] == pytest.approx({"a": (4.0 + 0.5 * 1.0) / 1.5, "b": (3.0 + 0.5 * 0.0) / 1.5})
