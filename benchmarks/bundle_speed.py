@@ -6,8 +6,15 @@ Each bundle scores the same dev requests as the service scores them (its own enc
 sequence per ONNX Runtime call, two threads), in alternating rounds so that a slow spell of the
 machine falls on every bundle alike; the median round is printed with its ratio to the first
 bundle. Two request kinds: situated SUGAR requests with at least 8 statements and 3 candidates,
-and Topical-Chat contexts with 10 candidates (no statements). Figures move 15-25% between runs
-on this machine: compare ratios from one run, not figures across runs.
+and Topical-Chat contexts with 10 candidates (no statements). A bundle with the last-turn view
+(``views.last_turn_weight``) scores a multi-turn request's second view too, as the service does;
+``--without-views`` adds a row for each such bundle scored with one view, so the view's cost is
+measured side by side:
+
+    python -m benchmarks.bundle_speed models/dialogue-minilm-l6 --without-views
+
+Figures move 15-25% between runs on this machine: compare ratios from one run, not figures across
+runs.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import time
 from pathlib import Path
 
 from export.checks import score_sequences, session
+from service import context_views
 from service.model_bundle import load_bundle
 from training.domain_eval import group_split
 from training.ranking_data import RankingList, read_lists
@@ -40,26 +48,41 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     )
     p.add_argument("--requests", type=int, default=120)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument(
+        "--without-views", action="store_true", help="also time each last-turn-view bundle with one view"
+    )
     args = p.parse_args(argv)
     kinds = {
         "situated, 3 candidates": dev_sample(args.data / "sugar.jsonl", args.requests, min_statements=8),
         "open chat, 10 candidates": dev_sample(args.data / "topical-chat.jsonl", args.requests),
     }
-    graphs = []
+    graphs = []  # (row name, session, encoder, last-turn weight)
     for path in args.bundles:
         bundle = load_bundle(path)
-        graphs.append((str(path), session(bundle.ranker.path), bundle.pair_encoder()))
+        sess, encoder = session(bundle.ranker.path), bundle.pair_encoder()
+        graphs.append((str(path), sess, encoder, bundle.last_turn_weight))
+        if args.without_views and bundle.last_turn_weight > 0:
+            graphs.append((f"{path}, one view", sess, encoder, 0.0))
     results: dict[str, dict[str, float]] = {}
     for kind, lists in kinds.items():
-        rounds: dict[str, list[float]] = {name: [] for name, _, _ in graphs}
-        encoded = {  # each bundle's own encoding (a similarity bundle has a second sequence), once
+        rounds: dict[str, list[float]] = {name: [] for name, *_ in graphs}
+        # Each bundle's own encoding (a similarity bundle has a second sequence; a multi-turn request
+        # under the last-turn view, a second view's sequences), once.
+        encoded = {
             name: [
-                encoder.encode_request(x.context, x.situations, [c.text for c in x.candidates]) for x in lists
+                [
+                    sequence
+                    for turns in context_views.views(x.context, weight)
+                    for sequence in encoder.encode_request(
+                        turns, x.situations, [c.text for c in x.candidates]
+                    )
+                ]
+                for x in lists
             ]
-            for name, _, encoder in graphs
+            for name, _, encoder, weight in graphs
         }
         for _ in range(args.rounds):
-            for name, sess, encoder in graphs:
+            for name, sess, encoder, _ in graphs:
                 requests = encoded[name]
                 score_sequences(sess, encoder, requests[:10])  # warm-up
                 started = time.perf_counter()
