@@ -26,6 +26,7 @@ of names, replaced on the next run), so a re-export followed by evaluation leave
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import random
@@ -122,10 +123,11 @@ class RunScorer:
     choose between runs trained elsewhere without exporting each. Torch is imported here only.
     """
 
-    def __init__(self, run: Path) -> None:
+    def __init__(self, run: Path, *, last_turn_weight: float = 0.0) -> None:
         from training.shared_prefix import load_run_for_scoring
 
         self.model, self.encoder = load_run_for_scoring(run)
+        self.last_turn_weight = last_turn_weight
         calibration = json.loads((run / "calibration.json").read_text())
         self.calibration = Calibrator.from_dict(calibration["maps"]["platt"])
         self.threshold = float(calibration["threshold"])
@@ -138,6 +140,11 @@ class RunScorer:
 
         with torch.no_grad():
             logits = dev_logits(self.model, self.encoder, {"lists": list(lists)})["lists"]
+            if self.last_turn_weight > 0:  # a one-turn list's last-turn view is itself: the mean keeps it
+                last = [dataclasses.replace(x, context=x.context[-1:]) for x in lists]
+                alone = dev_logits(self.model, self.encoder, {"lists": last})["lists"]
+                w = self.last_turn_weight
+                logits = [(z + w * a) / (1 + w) for z, a in zip(logits, alone, strict=True)]
         return [np.asarray(self.calibration(z)) for z in logits]
 
 
@@ -251,6 +258,13 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
         "--max-lists", type=int, default=0, help="a seeded sample of this many lists per dataset"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--last-turn-weight",
+        type=float,
+        default=0.0,
+        help="with --run: score multi-turn lists with the last-turn view too, as a bundle exported with "
+        "this weight would (a bundle's own weight is in its metadata)",
+    )
     parser.add_argument("--out", type=Path, help="also write the JSON results here")
     parser.add_argument(
         "--card", type=Path, help="write the table into this model card (MODEL_CARD.md) as its own section"
@@ -272,7 +286,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
             lists = random.Random(args.seed).sample(lists, args.max_lists)
         chosen[name] = lists
     if args.run:
-        scorer: ListScorer | RunScorer = RunScorer(args.run)
+        scorer: ListScorer | RunScorer = RunScorer(args.run, last_turn_weight=args.last_turn_weight)
         model_id, threshold = f"run {args.run}", scorer.threshold
     else:
         bundle = load_bundle(args.model)

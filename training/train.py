@@ -47,6 +47,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from service import context_views
 from service.calibration import Calibrator, sigmoid
 from service.list_encoding import EncodedList, ListEncoder
 from training import calibrate, metrics
@@ -165,6 +166,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "candidate in its own sequence with the context, full attention (a per-pair cross-encoder, for "
         "design comparisons: python -m export ships shared-prefix runs only)",
     )
+    p.add_argument(
+        "--last-turn-weight",
+        type=float,
+        default=0.0,
+        help="train on the logits the service computes with the last-turn view (service/context_views.py): "
+        "a multi-turn list's full-context and last-turn logits averaged at this weight (0: one view)",
+    )
     return p.parse_args(argv)
 
 
@@ -279,11 +287,25 @@ def sample_candidates(x: RankingList, n: int, rng: random.Random) -> RankingList
     return dataclasses.replace(x, candidates=tuple(kept))
 
 
+def served_logits(model, encoder: ListEncoder, batch: list[RankingList], args, rng) -> torch.Tensor:
+    """The batch's candidate logits as the service combines them (one forward pass for every view)."""
+    sequences = [encode(encoder, x, rng, thinned=args.thinned) for x in batch]
+    weight = getattr(args, "last_turn_weight", 0.0)
+    multi = [row for row, x in enumerate(batch) if len(context_views.views(x.context, weight)) > 1]
+    last = [encode(encoder, dataclasses.replace(batch[r], context=batch[r].context[-1:]), rng) for r in multi]
+    logits = list_logits(model, encoder, sequences + last)
+    full, rows = logits[: len(batch)], list(range(len(batch)))
+    if not multi:
+        return full
+    combined = (full[multi] + weight * logits[len(batch) :]) / (1.0 + weight)
+    return torch.stack([combined[multi.index(r)] if r in multi else full[r] for r in rows])
+
+
 def loss_of(model, encoder: ListEncoder, batch: list[RankingList], args, rng) -> torch.Tensor:
     """ListNet plus pointwise BCE over a batch of lists (candidates padded and masked)."""
     if args.train_candidates:
         batch = [sample_candidates(x, args.train_candidates, rng) for x in batch]
-    logits = list_logits(model, encoder, [encode(encoder, x, rng, thinned=args.thinned) for x in batch])
+    logits = served_logits(model, encoder, batch, args, rng)
     width = logits.shape[1]
     present = torch.zeros(len(batch), width, dtype=torch.bool)
     gains = torch.zeros(len(batch), width)

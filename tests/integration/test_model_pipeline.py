@@ -728,3 +728,46 @@ def test_the_calibration_map_is_fitted_on_the_files_named():
     assert pooled["maps"]["platt"].to_dict() != alone["maps"]["platt"].to_dict()  # the easy file moves it
     with pytest.raises(SystemExit, match="--calibrate-on nope: no such training file"):
         calibrate_on("hard,nope", dev, logits)
+
+
+def test_training_with_the_last_turn_view_averages_the_views_logits_as_the_service_does():
+    """``training.train --last-turn-weight``: a multi-turn list's training logits are the weighted
+    mean of its full-context and last-turn logits; a one-turn list's are its own."""
+    pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    import argparse
+
+    import torch
+
+    from service.list_encoding import ListEncoder
+    from training import train
+    from training.backbone import backbone_dir
+    from training.ranking_data import Candidate, RankingList
+    from training.shared_prefix import SharedPrefixRanker
+
+    model = SharedPrefixRanker.load(backbone_dir(), head="cosine").eval()
+    encoder = ListEncoder.from_file(backbone_dir(), max_prefix_tokens=96, max_candidate_tokens=32)
+    candidates = tuple(
+        Candidate(text, label) for text, label in (("Try the park nearby.", 1), ("I like trains.", 0))
+    )
+    multi = RankingList(
+        context=(
+            Turn("user", "I want to go for a run."),
+            Turn("bot", "Where to?"),
+            Turn("user", "Somewhere near."),
+        ),
+        candidates=candidates,
+        group="g-multi",
+    )
+    single = RankingList(context=multi.context[-1:], candidates=candidates, group="g-single")
+    with torch.no_grad():
+        served = train.served_logits(
+            model, encoder, [multi, single], argparse.Namespace(thinned=0.0, last_turn_weight=0.5), None
+        )
+        plain = train.served_logits(
+            model, encoder, [multi, single], argparse.Namespace(thinned=0.0, last_turn_weight=0.0), None
+        )
+        full = train.list_logits(model, encoder, [train.encode(encoder, x) for x in (multi, single)])
+    torch.testing.assert_close(served[0], (full[0] + 0.5 * full[1]) / 1.5, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(served[1], full[1], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(plain, full, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(served[0], full[0], atol=1e-3), "the last-turn view changed nothing"
