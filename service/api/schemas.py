@@ -173,7 +173,10 @@ class RankedCandidateOut(BaseModel):
 
     id: str
     score: float = Field(description="Calibrated P(appropriate) in [0, 1] (soft-masked: times the penalty).")
-    logit: float = Field(description="The model's raw output.")
+    logit: float = Field(
+        description="The model's raw output, the calibration's input (with the model's last-turn view, a "
+        "multi-turn request's full-context and last-turn logits averaged)."
+    )
     generator: str | None = None
     action: str | None = None
     masked: bool = Field(
