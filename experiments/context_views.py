@@ -38,17 +38,12 @@ SETS = (
 )
 #: Weighted sums of the views' logits (full, last, none); rank order is all that is read.
 MIXES = (
-    (1, 0, 0),
+    (1, 0, 0),  # each view alone
     (0, 1, 0),
     (0, 0, 1),
-    (1, 0.25, 0),
-    (1, 0.5, 0),
-    (1, 0.75, 0),
-    (1, 1, 0),
+    *((1, last, 0) for last in (0.25, 0.5, 0.75, 1)),  # the last-turn view's weight
     (1, 0, 0.25),
-    (1, 0.5, 0.1),
-    (1, 0.5, 0.2),
-    (1, 0.5, 0.3),
+    *((1, 0.5, prior) for prior in (0.1, 0.2, 0.3)),  # a little of the reply's prior beside it
     (1, 1, 0.5),
 )
 
