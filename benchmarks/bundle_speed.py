@@ -25,8 +25,7 @@ import statistics
 import time
 from pathlib import Path
 
-from export.checks import score_sequences, session
-from service import context_views
+from export.checks import score_sequences, session, view_sequences
 from service.model_bundle import load_bundle
 from training.domain_eval import group_split
 from training.ranking_data import RankingList, read_lists
@@ -69,16 +68,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         # Each bundle's own encoding (a similarity bundle has a second sequence; a multi-turn request
         # under the last-turn view, a second view's sequences), once.
         encoded = {
-            name: [
-                [
-                    sequence
-                    for turns in context_views.views(x.context, weight)
-                    for sequence in encoder.encode_request(
-                        turns, x.situations, [c.text for c in x.candidates]
-                    )
-                ]
-                for x in lists
-            ]
+            name: [[s for view in view_sequences(encoder, x, weight) for s in view] for x in lists]
             for name, _, encoder, weight in graphs
         }
         for _ in range(args.rounds):

@@ -124,9 +124,16 @@ def score_lists(
     """
     out = []
     for x in lists:
-        texts = [c.text for c in x.candidates]
-        turns = context_views.views(x.context, last_turn_weight)
-        requests = [encoder.encode_request(t, x.situations, texts) for t in turns]
+        requests = view_sequences(encoder, x, last_turn_weight)
         logits = np.concatenate(score_sequences(sess, encoder, requests))
-        out.append(context_views.combine(logits, len(turns), last_turn_weight))
+        out.append(context_views.combine(logits, len(requests), last_turn_weight))
     return out
+
+
+def view_sequences(encoder: ListEncoder, x, last_turn_weight: float) -> list[list[EncodedList]]:
+    """A ranking list's sequences, view by view, as the service encodes its request."""
+    texts = [c.text for c in x.candidates]
+    return [
+        encoder.encode_request(t, x.situations, texts)
+        for t in context_views.views(x.context, last_turn_weight)
+    ]

@@ -327,8 +327,8 @@ def main(argv: list[str] | None = None) -> dict:
     report["shipped"] = shipped
     print("shipping", shipped, flush=True)
     shipped_logits = logits_by_variant[shipped]
+    shipped_sess = session(paths[shipped])
     if args.last_turn_weight > 0:  # the shipped graph's dev scores as the bundle will serve them
-        shipped_sess = session(paths[shipped])
         shipped_logits = {
             name: score_lists(shipped_sess, encoder, lists, last_turn_weight=args.last_turn_weight)
             for name, lists in dev.items()
@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> dict:
             fitted,
             args.threshold_on.split(","),
             held,
-            session(paths[shipped]),
+            shipped_sess,
             encoder,
             last_turn_weight=args.last_turn_weight,
         )

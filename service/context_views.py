@@ -18,7 +18,7 @@ request's logit, and so the calibration map fitted on such requests, unchanged.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -32,6 +32,11 @@ def views(turns: Sequence[T], last_turn_weight: float) -> list[Sequence[T]]:
     return [turns, turns[-1:]]
 
 
+def mean(full: Any, last: Any, last_turn_weight: float) -> Any:
+    """The candidates' logits from their full-context and last-turn logits (numpy, or torch in training)."""
+    return (full + last_turn_weight * last) / (1.0 + last_turn_weight)
+
+
 def combine(logits: np.ndarray, views: int, last_turn_weight: float) -> np.ndarray:
     """Each candidate's logit from its views' logits, given one view after another.
 
@@ -43,4 +48,4 @@ def combine(logits: np.ndarray, views: int, last_turn_weight: float) -> np.ndarr
     if views != 2 or len(logits) % 2:
         raise ValueError(f"{len(logits)} logits do not split into {views} views")
     full, last = np.split(np.asarray(logits, dtype=np.float32), 2)
-    return (full + last_turn_weight * last) / (1.0 + last_turn_weight)
+    return mean(full, last, last_turn_weight)

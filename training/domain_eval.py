@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from export.checks import score, score_lists, session
+from service import context_views
 from service.calibration import Calibrator
 from service.list_encoding import ListEncoder
 from service.model_bundle import ModelBundle, load_bundle
@@ -140,11 +141,13 @@ class RunScorer:
 
         with torch.no_grad():
             logits = dev_logits(self.model, self.encoder, {"lists": list(lists)})["lists"]
-            if self.last_turn_weight > 0:  # a one-turn list's last-turn view is itself: the mean keeps it
-                last = [dataclasses.replace(x, context=x.context[-1:]) for x in lists]
-                alone = dev_logits(self.model, self.encoder, {"lists": last})["lists"]
-                w = self.last_turn_weight
-                logits = [(z + w * a) / (1 + w) for z, a in zip(logits, alone, strict=True)]
+            # Only multi-turn lists have a second view (a one-turn list's would be itself).
+            views = [context_views.views(x.context, self.last_turn_weight) for x in lists]
+            multi = [i for i, v in enumerate(views) if len(v) > 1]
+            last = [dataclasses.replace(lists[i], context=views[i][-1]) for i in multi]
+            alone = dev_logits(self.model, self.encoder, {"lists": last})["lists"] if last else []
+            for i, z in zip(multi, alone, strict=True):
+                logits[i] = context_views.mean(logits[i], z, self.last_turn_weight)
         return [np.asarray(self.calibration(z)) for z in logits]
 
 

@@ -290,15 +290,16 @@ def sample_candidates(x: RankingList, n: int, rng: random.Random) -> RankingList
 def served_logits(model, encoder: ListEncoder, batch: list[RankingList], args, rng) -> torch.Tensor:
     """The batch's candidate logits as the service combines them (one forward pass for every view)."""
     sequences = [encode(encoder, x, rng, thinned=args.thinned) for x in batch]
-    weight = getattr(args, "last_turn_weight", 0.0)
-    multi = [row for row, x in enumerate(batch) if len(context_views.views(x.context, weight)) > 1]
-    last = [encode(encoder, dataclasses.replace(batch[r], context=batch[r].context[-1:]), rng) for r in multi]
+    views = [context_views.views(x.context, args.last_turn_weight) for x in batch]
+    multi = [row for row, v in enumerate(views) if len(v) > 1]
+    last = [encode(encoder, dataclasses.replace(batch[r], context=views[r][-1]), rng) for r in multi]
     logits = list_logits(model, encoder, sequences + last)
-    full, rows = logits[: len(batch)], list(range(len(batch)))
+    full = logits[: len(batch)]
     if not multi:
         return full
-    combined = (full[multi] + weight * logits[len(batch) :]) / (1.0 + weight)
-    return torch.stack([combined[multi.index(r)] if r in multi else full[r] for r in rows])
+    combined = full.clone()
+    combined[multi] = context_views.mean(full[multi], logits[len(batch) :], args.last_turn_weight)
+    return combined
 
 
 def loss_of(model, encoder: ListEncoder, batch: list[RankingList], args, rng) -> torch.Tensor:
