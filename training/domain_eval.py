@@ -7,8 +7,11 @@ r"""Evaluate a model directory per dataset on ranking lists in the generic forma
 Per dataset: Precision@1, nDCG@3 and MRR (grades as gains), R@1 of 10 on lists of exactly ten
 candidates with one appropriate (Topical-Chat's), the within-context AUC of appropriate
 candidates against ``adversarial`` and against ``random`` ones where lists name them
-(DailyDialog++'s), ECE of the calibrated scores and abstention accuracy at the model's
-threshold. Statements go through the bundle's selector first, as in the service.
+(DailyDialog++'s), the share of candidate pairs with different grades that the scores order as
+the grades do (pooled over the dataset's pairs; on SUGAR's human ratings 0/1/2 it is the
+agreement-with-human-ratings measure of response-rating studies), ECE of the calibrated scores
+and abstention accuracy at the model's threshold. Statements go through the bundle's selector
+first, as in the service.
 
 ``--split`` keeps the lists whose group falls in that part of :func:`group_split` (a stable hash
 of the group, so training and evaluation agree without a split file); ``all`` keeps every list
@@ -157,6 +160,7 @@ def evaluate(
     """The metrics of one dataset."""
     p1, ndcg, mrr, r1_of_10, auc_adv, auc_rand = [], [], [], [], [], []
     flat_p, flat_y, grades = [], [], []
+    agreeing, pairs = 0.0, 0
     for x, p in zip(lists, probs, strict=True):
         gains = [c.gain for c in x.candidates]
         appropriate = [c.appropriate for c in x.candidates]
@@ -167,6 +171,8 @@ def evaluate(
             p1.append(metrics.precision_at_1(p, gains))
             ndcg.append(metrics.ndcg_at_k(p, gains, 3))
             mrr.append(metrics.reciprocal_rank(p, gains))
+        agree, n = metrics.ordered_pairs(p, gains)
+        agreeing, pairs = agreeing + agree, pairs + n
         if len(x.candidates) == 10 and sum(appropriate) == 1:
             r1_of_10.append(float(appropriate[int(np.argmax(p))]))
         for kind, out in (("adversarial", auc_adv), ("random", auc_rand)):
@@ -187,6 +193,7 @@ def evaluate(
         "r1_of_10": mean(r1_of_10),
         "auc_adversarial": mean(auc_adv),
         "auc_random": mean(auc_rand),
+        "pair_agreement": round(agreeing / pairs, 4) if pairs else None,
         "ece": round(metrics.expected_calibration_error(flat_p, flat_y), 4),
         "abstention_accuracy": round(
             metrics.abstention_accuracy([q.tolist() for q in probs], grades, threshold), 4
@@ -201,6 +208,7 @@ COLUMNS = (
     "r1_of_10",
     "auc_adversarial",
     "auc_random",
+    "pair_agreement",
     "ece",
     "abstention_accuracy",
 )
@@ -209,9 +217,10 @@ COLUMNS = (
 def markdown(model: str, results: dict[str, dict]) -> str:
     """One table: a row per dataset."""
     head = (
-        "| dataset | lists | P@1 | nDCG@3 | MRR | R@1 of 10 | AUC adv. | AUC random | ECE | abstention acc. |"
+        "| dataset | lists | P@1 | nDCG@3 | MRR | R@1 of 10 | AUC adv. | AUC random | pairs agreed | ECE |"
+        " abstention acc. |"
     )
-    rows = [f"Model `{model}`.", "", head, "|" + " --- |" * 10]
+    rows = [f"Model `{model}`.", "", head, "|" + " --- |" * 11]
     for name, r in results.items():
         cells = ["-" if r[c] is None else f"{r[c]:.3f}" for c in COLUMNS]
         rows.append(f"| {name} | {r['lists']} | " + " | ".join(cells) + " |")

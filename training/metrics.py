@@ -35,6 +35,20 @@ def reciprocal_rank(scores: Sequence[float], labels: Sequence[int]) -> float:
     return 0.0
 
 
+def ordered_pairs(scores: Sequence[float], grades: Sequence[float]) -> tuple[float, int]:
+    """Of the candidate pairs whose grades differ, how many the scores order the same way (ties half).
+
+    Returns (agreeing, pairs) so a dataset pools its pairs: the share of response pairs a ranker
+    orders as the human ratings do, the agreement measure of response-rating studies.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    g = np.asarray(grades, dtype=np.float64)
+    upper = np.triu(np.ones((len(g), len(g)), dtype=bool), k=1)
+    rated = upper & (g[:, None] != g[None, :])
+    same_way = np.sign(s[:, None] - s[None, :]) * np.sign(g[:, None] - g[None, :])
+    return float(np.sum((same_way[rated] + 1) / 2)), int(rated.sum())
+
+
 def expected_calibration_error(probs: Sequence[float], outcomes: Sequence[int], bins: int = 10) -> float:
     """ECE over equal-width probability bins: sum_b (n_b / n) * |mean(p) - mean(y)| in bin b."""
     p = np.asarray(probs, dtype=np.float64)

@@ -7,6 +7,7 @@ import pytest
 
 from service.tokenization import Turn
 from training.domain_eval import evaluate, group_split, within_context_auc
+from training.metrics import ordered_pairs
 from training.ranking_data import Candidate, RankingList
 
 
@@ -18,6 +19,13 @@ def test_within_context_auc_counts_wins_and_half_ties() -> None:
     assert within_context_auc([0.9, 0.1, 0.5], [True, False, False], [False, True, True]) == 1.0
     assert within_context_auc([0.5, 0.5], [True, False], [False, True]) == 0.5
     assert within_context_auc([0.2, 0.9], [True, False], [False, False]) is None
+
+
+def test_ordered_pairs_counts_only_pairs_whose_grades_differ() -> None:
+    assert ordered_pairs([0.9, 0.5, 0.1], [2, 1, 0]) == (3.0, 3)
+    assert ordered_pairs([0.1, 0.5, 0.9], [2, 1, 0]) == (0.0, 3)
+    assert ordered_pairs([0.5, 0.5, 0.2], [1, 0, 0]) == (1.5, 2)  # a tie counts half
+    assert ordered_pairs([0.3, 0.7], [1, 1]) == (0.0, 0)
 
 
 def test_group_split_is_stable_and_about_15_15_70() -> None:
@@ -43,4 +51,7 @@ def test_the_metrics_of_one_dataset() -> None:
     assert result["mrr"] == pytest.approx((1.0 + 1 / 3) / 2, abs=1e-4)  # "best" is third there
     assert result["auc_adversarial"] == 0.5  # of the two good ones only "ok" beats "adv"
     assert result["auc_random"] == 1.0
+    # 9 of 9 pairs in the first list; in the graded one "best" loses to "ok" and "adv", and the two
+    # grade-0 candidates make no pair: 3 of 5.
+    assert result["pair_agreement"] == pytest.approx(12 / 14, abs=1e-4)
     assert 0.0 <= result["ece"] <= 1.0 and 0.0 <= result["abstention_accuracy"] <= 1.0
