@@ -4,8 +4,8 @@
 
 Scores each list of Topical-Chat dev and test (600 each, the evaluation CLI's seeded sample and
 split), Topical-Chat entity-fact dev (300), SUGAR test and DailyDialog++ dev with the bundle's
-graph under three contexts: every turn, the last turn alone, and none (a bare "." turn: the
-reply's own prior). Then it prints P@1, MRR and, for DailyDialog++, the within-context AUC
+graph under four contexts: every turn, the last turn alone, none (a bare "." turn: the reply's
+own prior) and the last two turns. Then it prints P@1, MRR and, for DailyDialog++, the within-context AUC
 against adversarial and random replies, for each view and for weighted means of their logits
 (the view weights the bundle could carry in ``views.last_turn_weight``). Ranks only: no
 calibration is involved. About 6 minutes on 2 cores.
@@ -36,16 +36,20 @@ SETS = (
     ("sugar test", "sugar.jsonl", "test", 600),
     ("dailydialog++ dev", "dailydialog-pp.jsonl", "all", 1028),
 )
-#: Weighted sums of the views' logits (full, last, none); rank order is all that is read.
+#: Weighted sums of the views' logits (full, last, none, last two); rank order is all that is read.
 MIXES = (
-    (1, 0, 0),  # each view alone
-    (0, 1, 0),
-    (0, 0, 1),
-    *((1, last, 0) for last in (0.25, 0.5, 0.75, 1)),  # the last-turn view's weight
-    (1, 0, 0.25),
-    *((1, 0.5, prior) for prior in (0.1, 0.2, 0.3)),  # a little of the reply's prior beside it
-    (1, 1, 0.5),
+    (1, 0, 0, 0),  # each view alone
+    (0, 1, 0, 0),
+    (0, 0, 1, 0),
+    (0, 0, 0, 1),
+    *((1, last, 0, 0) for last in (0.25, 0.5, 0.75, 1)),  # the last-turn view's weight
+    (1, 0, 0.25, 0),
+    *((1, 0.5, prior, 0) for prior in (0.1, 0.2, 0.3)),  # a little of the reply's prior beside it
+    (1, 1, 0.5, 0),
+    *((1, 0, 0, two) for two in (0.5, 1)),  # the last two turns instead of the last one
+    (1, 0.25, 0, 0.25),
 )
+VIEWS = ("full", "last", "none", "last two")
 
 
 def sample(lists: list[RankingList], split: str, n: int) -> list[RankingList]:
@@ -55,12 +59,13 @@ def sample(lists: list[RankingList], split: str, n: int) -> list[RankingList]:
 
 
 def view_logits(sess, encoder: ListEncoder, lists: Sequence[RankingList], view: str) -> list[np.ndarray]:
-    """Candidate logits per list with every turn (``full``), the last turn, or a bare turn (``none``)."""
+    """Candidate logits per list with every turn (``full``), the last one or two, or a bare ``none``."""
     requests = []
     for x in lists:
         turns = {
             "full": x.context,
             "last": x.context[-1:],
+            "last two": x.context[-2:],
             "none": tuple(dataclasses.replace(t, text=".") for t in x.context[-1:]),
         }[view]
         requests.append(encoder.encode_request(turns, x.situations, [c.text for c in x.candidates]))
@@ -98,12 +103,12 @@ def main(argv: list[str] | None = None) -> None:
     sess = session(bundle.ranker.path)
     for name, file, split, n in SETS:
         lists = sample(read_lists(f"{DATA}/{file}"), split, n)
-        views = [view_logits(sess, encoder, lists, v) for v in ("full", "last", "none")]
+        views = [view_logits(sess, encoder, lists, v) for v in VIEWS]
         turns = np.mean([len(x.context) for x in lists])
         print(f"{name}: {len(lists)} lists, {turns:.2f} turns on average", flush=True)
         for mix in MIXES:
             mixed = [sum(w * z for w, z in zip(mix, zs, strict=True)) for zs in zip(*views, strict=True)]
-            label = " + ".join(f"{w:g} {v}" for w, v in zip(mix, ("full", "last", "none"), strict=True) if w)
+            label = " + ".join(f"{w:g} {v}" for w, v in zip(mix, VIEWS, strict=True) if w)
             print(f"  {label}: {line(lists, mixed)}", flush=True)
 
 
