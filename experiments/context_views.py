@@ -5,10 +5,10 @@
 Scores each list of Topical-Chat dev and test (600 each, the evaluation CLI's seeded sample and
 split), Topical-Chat entity-fact dev (300), SUGAR test and DailyDialog++ dev with the bundle's
 graph under four contexts: every turn, the last turn alone, none (a bare "." turn: the reply's
-own prior) and the last two turns. Then it prints P@1, MRR and, for DailyDialog++, the within-context AUC
-against adversarial and random replies, for each view and for weighted means of their logits
-(the view weights the bundle could carry in ``views.last_turn_weight``). Ranks only: no
-calibration is involved. About 6 minutes on 2 cores.
+own prior) and the last two turns. Then it prints P@1, MRR and, for DailyDialog++, the
+within-context AUC against adversarial and random replies, for each view and for weighted means
+of their logits (the view weights the bundle could carry in ``views.last_turn_weight``). Ranks
+only: no calibration is involved. About 8 minutes on 2 cores.
 """
 
 from __future__ import annotations

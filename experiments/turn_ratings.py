@@ -24,8 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from export.checks import score_sequences, session, view_sequences
-from service import context_views
+from export.checks import score_lists, session
 from service.model_bundle import load_bundle
 from training.domain_eval import group_split, within_context_auc
 from training.metrics import ordered_pairs
@@ -70,17 +69,14 @@ def main(argv: list[str] | None = None) -> None:
 
     bundle = load_bundle(args.model)
     encoder, sess = bundle.pair_encoder(), session(bundle.ranker.path)
-    scores = []
-    for x, true, _ in kept:
-        one = dataclasses.replace(x, candidates=(true,))
-        sequences = view_sequences(encoder, one, bundle.last_turn_weight)
-        views = [z[0] for z in score_sequences(sess, encoder, sequences)]
-        scores.append(context_views.mean(*views, bundle.last_turn_weight) if len(views) > 1 else views[0])
-    s, g = np.asarray(scores, dtype=np.float64), np.asarray([r for _, _, r in kept])
+    alone = [dataclasses.replace(x, candidates=(true,)) for x, true, _ in kept]
+    logits = score_lists(sess, encoder, alone, last_turn_weight=bundle.last_turn_weight)
+    s = np.asarray([z[0] for z in logits], dtype=np.float64)
+    g = np.asarray([r for _, _, r in kept])
     agreeing, pairs = ordered_pairs(s, g)
     print(f"every pair: {agreeing / pairs:.3f} of {pairs} pairs ordered as the ratings")
-    groups = [x.group for x, _, _ in kept]
-    within = [ordered_pairs(s[m], g[m]) for m in (np.array(groups) == k for k in sorted(set(groups)))]
+    groups = np.array([x.group for x, _, _ in kept])
+    within = [ordered_pairs(s[groups == k], g[groups == k]) for k in np.unique(groups)]
     agreeing, pairs = (sum(w[i] for w in within) for i in (0, 1))
     print(f"pairs within one conversation: {agreeing / pairs:.3f} of {pairs} pairs")
     good = g > GRADES["Passable"]
