@@ -18,6 +18,10 @@
   conversation among the 10 whose words, TF-IDF weighted, are nearest the last two turns: it
   reuses the context's words without answering it) and ``fact`` (a wiki lead sentence about one
   of the conversation's entities, said as the reply: on topic, but a statement, not an answer)
+  and ``shared-word`` (one sentence of a turn of a conversation about none of this one's
+  entities that uses one of the last two turns' content words: it reuses a word of the context
+  and is about something else, as DailyDialog++'s adversarial replies are; unlike ``overlap`` it is
+  drawn at random among such sentences, not the nearest, so it is seldom a fitting reply)
   and ``short`` (a turn of another conversation of at most 10 words: "Haha, I know it's
   crazy.", "Sounds good. Nice chatting with you." Topical-Chat's turns average 20 words, so its
   ``random`` negatives are long and specific, where off-context replies in open chat are often
@@ -41,10 +45,11 @@ import re
 import sys
 from collections import defaultdict
 from collections.abc import Iterator
+from itertools import zip_longest
 from pathlib import Path
 
 import numpy as np
-from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
 from service.tokenization import Turn
 from training.ranking_data import Candidate, RankingList, write_lists
@@ -53,13 +58,33 @@ TOPICAL_CHAT_SPLITS = ("valid_freq", "valid_rare", "test_freq", "test_rare")
 #: Topical-Chat negatives per list, by kind: 9 in all, so a list is "1 of 10". The evaluation
 #: lists use this mix; ``--negatives`` writes other mixes (e.g. for training) from the same turns.
 NEGATIVES = {"context": 2, "nearby": 3, "same-entity": 2, "random": 2}
-NEGATIVE_KINDS = ("echo", "context", "nearby", "same-entity", "overlap", "fact", "short", "random")
+NEGATIVE_KINDS = (
+    "echo",
+    "context",
+    "nearby",
+    "same-entity",
+    "overlap",
+    "shared-word",
+    "fact",
+    "short",
+    "random",
+)
 #: Wrong replies ``--negatives`` can add to SUGAR lists (none by default).
 SUGAR_NEGATIVE_KINDS = ("statement", "other-reply")
 #: ``overlap`` negatives are drawn from this many nearest turns of other conversations.
 OVERLAP_POOL = 10
 #: A ``short`` negative has at most this many words.
 SHORT_WORDS = 10
+#: A ``shared-word`` negative is a sentence of this many words (fewer is often a generic reply that
+#: fits anything; more is a second topic).
+SHARED_WORD_SENTENCE = (5, 30)
+#: Content words (``shared-word``): at least this many letters, not a stop word, and in at most
+#: this share of the sentences (common words such as "really" say nothing about a topic).
+CONTENT_WORD_LETTERS = 4
+CONTENT_WORD_MAX_SHARE = 0.002
+#: Sentences drawn a word before those of conversations about the same entities are dropped.
+SHARED_WORD_DRAWS = 32
+_WORD = re.compile(r"[a-z]+")
 #: Context turns kept before the next turn (older ones add length, not signal).
 MAX_CONTEXT_TURNS = 6
 #: Wiki lead sentences given as situations, when a list gets them.
@@ -180,6 +205,57 @@ def overlap_neighbours(
     return out
 
 
+def content_words(text: str) -> set[str]:
+    """The words of ``text`` that can name a topic (lower case, long enough, not stop words)."""
+    return {
+        w
+        for w in _WORD.findall(text.lower())
+        if len(w) >= CONTENT_WORD_LETTERS and w not in ENGLISH_STOP_WORDS
+    }
+
+
+class SharedWordIndex:
+    """Sentences of every conversation's turns by the content words they use (``shared-word``)."""
+
+    def __init__(self, conversations: dict[str, list[dict]], entities: dict[str, set[str]]) -> None:
+        self.entities = entities
+        self.sentences: list[tuple[str, str]] = []
+        by_word: dict[str, list[int]] = defaultdict(list)
+        low, high = SHARED_WORD_SENTENCE
+        for conv_id, turns in conversations.items():
+            for turn in turns:
+                for sentence in _sentences(turn["message"]):
+                    if low <= len(sentence.split()) <= high:
+                        for word in sorted(content_words(sentence)):
+                            by_word[word].append(len(self.sentences))
+                        self.sentences.append((conv_id, sentence))
+        cap = max(2, int(CONTENT_WORD_MAX_SHARE * len(self.sentences)))
+        self.by_word = {w: ids for w, ids in by_word.items() if 2 <= len(ids) <= cap}
+
+    def draw(self, rng: random.Random, conv_id: str, text: str, n: int) -> list[str]:
+        """Up to ``n`` sentences that use a content word of ``text``.
+
+        Each from a conversation sharing no entity with ``conv_id``'s: one a word first (words in a
+        seeded order), then more.
+        """
+        mine = self.entities.get(conv_id, set())
+        words = sorted(w for w in content_words(text) if w in self.by_word)
+        rng.shuffle(words)
+        per_word: list[list[str]] = []
+        for word in words[: 2 * n]:
+            ids = self.by_word[word]
+            per_word.append(
+                [
+                    self.sentences[i][1]
+                    for i in rng.sample(ids, min(SHARED_WORD_DRAWS, len(ids)))
+                    if self.sentences[i][0] != conv_id
+                    and not (self.entities.get(self.sentences[i][0], set()) & mine)
+                ]
+            )
+        found = [s for rank in zip_longest(*per_word) for s in rank if s is not None]
+        return found[:n]
+
+
 def convert_topical_chat(
     directory: Path, *, seed: int = 0, negatives: dict[str, int] | None = None
 ) -> Iterator[RankingList]:
@@ -230,6 +306,11 @@ def convert_topical_chat(
         )
         nearest = {slot: [docs[j][1] for j in row] for slot, row in zip(slots, hits, strict=True)}
 
+    shared_words = (
+        SharedWordIndex(conversations, {c: set().union(*e.values()) for c, e in entities.items()})
+        if mix.get("shared-word")
+        else None
+    )
     short_turns = (
         [
             (c, m["message"].strip())
@@ -274,6 +355,10 @@ def convert_topical_chat(
                 _take(rng, same, mix["same-entity"], "same-entity", seen, negatives)
             if mix.get("overlap"):
                 _take(rng, nearest[(conv_id, t)], mix["overlap"], "overlap", seen, negatives)
+            if shared_words is not None:
+                recent = " ".join(x["message"] for x in context[-2:])
+                drawn_sentences = shared_words.draw(rng, conv_id, recent, 2 * mix["shared-word"])
+                _take(rng, drawn_sentences, mix["shared-word"], "shared-word", seen, negatives)
             if mix.get("fact"):
                 facts = [s for agent in sorted(leads[conv_id]) for s in leads[conv_id][agent]]
                 _take(rng, facts, mix["fact"], "fact", seen, negatives)

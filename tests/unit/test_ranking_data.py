@@ -226,6 +226,45 @@ def test_short_negatives_are_short_turns_of_other_conversations(tmp_path: Path) 
         assert not any(t.startswith((own, "jazz")) for t in short), x  # another conversation's, never long
 
 
+def test_shared_word_negatives_reuse_a_word_of_the_context_from_another_topic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Three conversations are too few for the "rare word" cut: every word counts as rare here.
+    monkeypatch.setattr(convert, "CONTENT_WORD_MAX_SHARE", 1.0)
+    source = topical_chat_fixture(tmp_path / "tc")
+    path = source / "conversations" / "valid_freq.json"
+    convs = json.loads(path.read_text())
+    said = {"c1": "The stadium was loud on game day number {}.",
+            "c2": "The stadium was loud on game day number {}.",
+            "c3": "The stadium hosted a quiet concert on night {}."}  # fmt: skip
+    for conv_id, sentence in said.items():
+        for i, turn in enumerate(convs[conv_id]["content"]):
+            turn["message"] = f"{turn['message']}. {sentence.format(i)}"
+    path.write_text(json.dumps(convs))
+    out = tmp_path / "shared-word.jsonl"
+    mix = "shared-word:2,random:1"
+    assert convert.main(["topical-chat", str(source), str(out), "--negatives", mix]) == 0
+    lists = read_lists(out)
+    assert len(lists) == 3 * 7
+    for x in lists:
+        assert sorted(c.generator or "" for c in x.candidates) == [
+            "human",
+            "random",
+            "shared-word",
+            "shared-word",
+        ]
+        drawn = [c.text for c in x.candidates if c.generator == "shared-word"]
+        # c1 and c2 share the Football entity: each draws from the jazz conversation only, and it
+        # from them; always one sentence, with a word of the last two turns.
+        other_topic = "concert" if x.group in ("topical-chat-c1", "topical-chat-c2") else "game day"
+        assert all(other_topic in t and " turn " not in t for t in drawn), x
+        recent = convert.content_words(" ".join(turn.text for turn in x.context[-2:]))
+        assert all(convert.content_words(t) & recent for t in drawn), x
+    again = tmp_path / "again.jsonl"
+    convert.main(["topical-chat", str(source), str(again), "--negatives", mix])
+    assert again.read_text() == out.read_text()
+
+
 def test_the_sugar_converter_adds_the_wrong_replies_asked_for(tmp_path: Path) -> None:
     other = sugar_row(9) | {"u": "Can you turn on the lights?", "r": "Sure, switching the lights on."}
     source = tmp_path / "sugar.jsonl"
