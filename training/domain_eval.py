@@ -138,6 +138,10 @@ class RunScorer:
 
     def probabilities(self, lists: Sequence[RankingList]) -> list[np.ndarray]:
         """Calibrated P(appropriate) per candidate, per list."""
+        return [np.asarray(self.calibration(z)) for z in self.logits(lists)]
+
+    def logits(self, lists: Sequence[RankingList]) -> list[np.ndarray]:
+        """Each candidate's logit (its views' weighted mean), per list."""
         import torch
 
         from training.train import dev_logits
@@ -151,7 +155,7 @@ class RunScorer:
             alone = dev_logits(self.model, self.encoder, {"lists": last})["lists"] if last else []
             for i, z in zip(multi, alone, strict=True):
                 logits[i] = context_views.mean(logits[i], z, self.last_turn_weight)
-        return [np.asarray(self.calibration(z)) for z in logits]
+        return logits
 
 
 def evaluate(
