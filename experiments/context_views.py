@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import random
 from collections.abc import Sequence
 
 import numpy as np
@@ -24,7 +23,7 @@ from export.checks import score_sequences, session
 from service.list_encoding import ListEncoder
 from service.model_bundle import load_bundle
 from training import metrics
-from training.domain_eval import group_split, within_context_auc
+from training.domain_eval import held_out, within_context_auc
 from training.ranking_data import RankingList, read_lists
 
 DATA = "runs/data"
@@ -50,12 +49,6 @@ MIXES = (
     (1, 0.25, 0, 0.25),
 )
 VIEWS = ("full", "last", "none", "last two")
-
-
-def sample(lists: list[RankingList], split: str, n: int) -> list[RankingList]:
-    """The lists of ``split`` (``all``: every one), a seeded sample of ``n`` at most."""
-    kept = [x for x in lists if split == "all" or group_split(x.group) == split]
-    return random.Random(0).sample(kept, n) if len(kept) > n else kept
 
 
 def view_logits(sess, encoder: ListEncoder, lists: Sequence[RankingList], view: str) -> list[np.ndarray]:
@@ -102,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     assert isinstance(encoder, ListEncoder), "a shared-prefix bundle is needed"
     sess = session(bundle.ranker.path)
     for name, file, split, n in SETS:
-        lists = sample(read_lists(f"{DATA}/{file}"), split, n)
+        lists = held_out(read_lists(f"{DATA}/{file}"), split, n)
         views = [view_logits(sess, encoder, lists, v) for v in VIEWS]
         turns = np.mean([len(x.context) for x in lists])
         print(f"{name}: {len(lists)} lists, {turns:.2f} turns on average", flush=True)

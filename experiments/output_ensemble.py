@@ -15,12 +15,14 @@ selection only (its licence).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from pathlib import Path
 
 import numpy as np
 
-from training.domain_eval import RunScorer, evaluate, group_split
+from service.calibration import sigmoid
+from training.domain_eval import RunScorer, evaluate, held_out
 from training.ranking_data import read_lists
 
 DATA = Path("runs/data")
@@ -28,37 +30,37 @@ DATA = Path("runs/data")
 SETS = {
     "topical-chat dev": ("topical-chat.jsonl", "dev", 600),
     "topical-chat test": ("topical-chat.jsonl", "test", 600),
-    "sugar dev": ("sugar.jsonl", "dev", None),
-    "sugar test": ("sugar.jsonl", "test", None),
-    "sugar unseen": ("sugar-unseen-by-both.jsonl", "all", None),
-    "dailydialog-pp": ("dailydialog-pp.jsonl", "all", None),
+    "sugar dev": ("sugar.jsonl", "dev", 0),
+    "sugar test": ("sugar.jsonl", "test", 0),
+    "sugar unseen": ("sugar-unseen-by-both.jsonl", "all", 0),
+    "dailydialog-pp": ("dailydialog-pp.jsonl", "all", 0),
 }
 SHOWN = ("precision_at_1", "ndcg_at_3", "r1_of_10", "auc_adversarial", "auc_random", "pair_agreement")
 
 
 def load_sets() -> dict[str, list]:
-    out = {}
-    for name, (file, split, most) in SETS.items():
-        lists = [x for x in read_lists(DATA / file) if split == "all" or group_split(x.group) == split]
-        out[name] = lists[:most] if most else lists
-    return out
+    """Each set's lists, chosen as the evaluation CLI chooses them (``--max-lists``, seed 0).
+
+    So the figures sit beside the evaluation tables' (the soup's) on the same lists.
+    """
+    return {
+        name: held_out(read_lists(DATA / file), split, most) for name, (file, split, most) in SETS.items()
+    }
 
 
-def cached_logits(
-    run: Path, sets: dict[str, list], cache: Path, weight: float
-) -> dict[str, list[np.ndarray]]:
-    """The run's logits of every set, from ``cache`` when scored before."""
+def cached_logits(run: Path, sets: dict[str, list], out: Path, weight: float) -> dict[str, list[np.ndarray]]:
+    """The run's logits of every set, kept in ``out`` under a digest of the sets' lists."""
+    text = json.dumps({name: [x.to_json() for x in lists] for name, lists in sets.items()}, sort_keys=True)
+    digest = hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+    cache = out / f"{run.name}-view{weight:g}-{digest}.npz"
+    ends = {name: np.cumsum([len(x.candidates) for x in lists])[:-1] for name, lists in sets.items()}
     if cache.exists():
         saved = np.load(cache, allow_pickle=False)
-        return {name: np.split(saved[f"{name}/flat"], saved[f"{name}/ends"][:-1]) for name in sets}
+        return {name: np.split(saved[name], ends[name]) for name in sets}
     scorer = RunScorer(run, last_turn_weight=weight)
     logits = {name: scorer.logits(lists) for name, lists in sets.items()}
-    arrays = {}
-    for name, zs in logits.items():
-        arrays[f"{name}/flat"] = np.concatenate(zs)
-        arrays[f"{name}/ends"] = np.cumsum([len(z) for z in zs])
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(cache, **arrays)
+    out.mkdir(parents=True, exist_ok=True)
+    np.savez(cache, **{name: np.concatenate(zs) for name, zs in logits.items()})
     return logits
 
 
@@ -72,10 +74,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = p.parse_args(argv)
     sets = load_sets()
     mine, theirs = (
-        cached_logits(
-            run, sets, args.out / f"{run.name}-view{args.last_turn_weight}.npz", args.last_turn_weight
-        )
-        for run in (args.run, args.other)
+        cached_logits(run, sets, args.out, args.last_turn_weight) for run in (args.run, args.other)
     )
     report: dict[str, dict] = {}
     print("| share of " + args.other.name + " | " + " | ".join(SETS) + " |")
@@ -83,7 +82,7 @@ def main(argv: list[str] | None = None) -> dict:
         row = {}
         for name, lists in sets.items():
             combined = [(1 - w) * a + w * b for a, b in zip(mine[name], theirs[name], strict=True)]
-            probs = [1.0 / (1.0 + np.exp(-z)) for z in combined]
+            probs = [sigmoid(z) for z in combined]
             result = evaluate(lists, probs, 0.5)
             row[name] = {k: result[k] for k in SHOWN if result[k] is not None}
         report[str(w)] = row

@@ -60,6 +60,18 @@ def group_split(group: str) -> str:
     return "dev" if bucket < TEST_SHARE + DEV_SHARE else "train"
 
 
+def held_out(
+    lists: Sequence[RankingList], split: str, max_lists: int = 0, seed: int = 0
+) -> list[RankingList]:
+    """The lists of ``split`` (``all``: every one), a seeded sample of ``max_lists`` when more (0: all).
+
+    The evaluation tables' selection: experiments that score the same sets call this too, so their
+    figures are on the same lists.
+    """
+    kept = [x for x in lists if split == "all" or group_split(x.group) == split]
+    return random.Random(seed).sample(kept, max_lists) if max_lists and len(kept) > max_lists else kept
+
+
 def within_context_auc(
     scores: Sequence[float], positive: Sequence[bool], negative: Sequence[bool]
 ) -> float | None:
@@ -297,10 +309,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
         name, _, path = entry.partition("=")
         if not path:
             parser.error(f"--lists takes NAME=FILE, got {entry!r}")
-        lists = [x for x in read_lists(path) if args.split == "all" or group_split(x.group) == args.split]
-        if args.max_lists and len(lists) > args.max_lists:
-            lists = random.Random(args.seed).sample(lists, args.max_lists)
-        chosen[name] = lists
+        chosen[name] = held_out(read_lists(path), args.split, args.max_lists, args.seed)
     if args.run:
         scorer: ListScorer | RunScorer = RunScorer(args.run, last_turn_weight=args.last_turn_weight)
         model_id, threshold = f"run {args.run}", scorer.threshold
