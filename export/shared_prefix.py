@@ -34,6 +34,7 @@ from service.calibration import Calibrator
 from service.list_encoding import SIMILARITY_INPUT_NAMES, EncodedList, ListEncoder
 from training import metrics
 from training.backbone import backbone_dir
+from training.ensemble import EnsembleRanker
 from training.ranking_data import RankingList
 from training.shared_prefix import INPUT_NAMES, OUTPUT_NAME, SharedPrefixRanker, score_requests
 from training.similarity import SimilarityRanker, candidate_cosines, fit_weight
@@ -57,6 +58,10 @@ DATASETS = {
         "Interspeech 2019 (Amazon Alexa Prize)",
     ),
 }
+
+
+#: The graphs the export can build, in the order it builds them.
+VARIANTS = ("fp32", "int8_dynamic", "int8_blockwise", "int8_static")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -90,6 +95,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "its weight fitted on the dev lists that choose the threshold",
     )
     p.add_argument(
+        "--ensemble-with",
+        default=None,
+        metavar="RUN:W",
+        help="an output ensemble: this run's token logits at 1 - W plus RUN's at W, one graph "
+        "(training/ensemble.py); calibration and threshold are fitted on it",
+    )
+    p.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help="comma-separated graphs to build and measure (fp32 is always built: the reference)",
+    )
+    p.add_argument(
         "--last-turn-weight",
         type=float,
         default=0.0,
@@ -99,7 +116,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def export_fp32(model: SharedPrefixRanker | SimilarityRanker, path: Path, encoder: ListEncoder) -> Path:
+def ensemble_member(spec: str, run: Path, config: dict[str, Any]) -> tuple[Path, float, dict[str, Any]]:
+    """``RUN:W`` of ``--ensemble-with``: the other run, its share and its configuration, checked."""
+    other, _, share_text = spec.rpartition(":")
+    try:
+        share = float(share_text)
+    except ValueError:
+        share = -1.0
+    if not other or not 0 < share < 1:
+        raise SystemExit(f"--ensemble-with {spec}: expected RUN:W with 0 < W < 1")
+    other_config = json.loads((Path(other) / "config.json").read_text())
+    if other_config.get("encoding") != config.get("encoding"):
+        raise SystemExit(f"--ensemble-with {other}: its encoding differs from {run}'s")
+    if (Path(other) / "ranker" / "tokenizer.json").read_bytes() != (
+        run / "ranker" / "tokenizer.json"
+    ).read_bytes():
+        raise SystemExit(f"--ensemble-with {other}: its tokenizer differs from {run}'s")
+    return Path(other), share, other_config
+
+
+def export_fp32(
+    model: SharedPrefixRanker | SimilarityRanker | EnsembleRanker, path: Path, encoder: ListEncoder
+) -> Path:
     """The fp32 graph with dynamic sequence and length axes (TorchScript exporter)."""
     names = model.input_names
     batch = encoder.pad([encoder.synthetic(candidates=2), encoder.synthetic(candidates=3, prefix_tokens=40)])
@@ -250,7 +288,22 @@ def main(argv: list[str] | None = None) -> dict:
         similarity=int(args.similarity),
     )
     dev = run_dev_lists(config)
-    model: SharedPrefixRanker | SimilarityRanker = SharedPrefixRanker.load(run / "ranker").eval()
+    model: SharedPrefixRanker | SimilarityRanker | EnsembleRanker = SharedPrefixRanker.load(
+        run / "ranker"
+    ).eval()
+    if args.ensemble_with:
+        if args.similarity:
+            raise SystemExit("--ensemble-with and --similarity: choose one")
+        other, share, other_config = ensemble_member(args.ensemble_with, run, config)
+        model = EnsembleRanker.load([run, other], [1 - share, share]).eval()
+        config = {
+            **config,
+            "ensemble": {"with": [{"run": str(other), "weight": share, "config": other_config}]},
+        }
+    variants = ["fp32", *(v for v in args.variants.split(",") if v != "fp32")]
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        raise SystemExit(f"--variants {','.join(unknown)}: no such graph (have: {', '.join(VARIANTS)})")
     # Earlier stages' files are read only when a flag names lists beyond the run's own.
     held = every_stage_dev_lists(config, dev) if args.threshold_on or args.similarity else dev
     similarity = None
@@ -266,16 +319,21 @@ def main(argv: list[str] | None = None) -> dict:
 
     started = time.time()
     paths = {"fp32": export_fp32(model, build / "ranker.fp32.onnx", encoder)}
-    paths["int8_dynamic"] = quantize.dynamic_int8(paths["fp32"], build / "ranker.int8-dynamic.onnx")
-    paths["int8_blockwise"] = quantize.blockwise_int8(paths["fp32"], build / "ranker.int8-blockwise.onnx")
-    calibration_feeds = [encoder.pad(r) for r in random.Random(1).sample(situated, min(48, len(situated)))]
-    paths["int8_static"] = quantize.static_int8(
-        paths["fp32"],
-        build / "ranker.int8-static.onnx",
-        calibration_batches=calibration_feeds,
-        input_names=model.input_names,
-        work_dir=build / "tmp-ranker",
-    )
+    if "int8_dynamic" in variants:
+        paths["int8_dynamic"] = quantize.dynamic_int8(paths["fp32"], build / "ranker.int8-dynamic.onnx")
+    if "int8_blockwise" in variants:
+        paths["int8_blockwise"] = quantize.blockwise_int8(paths["fp32"], build / "ranker.int8-blockwise.onnx")
+    if "int8_static" in variants:
+        calibration_feeds = [
+            encoder.pad(r) for r in random.Random(1).sample(situated, min(48, len(situated)))
+        ]
+        paths["int8_static"] = quantize.static_int8(
+            paths["fp32"],
+            build / "ranker.int8-static.onnx",
+            calibration_batches=calibration_feeds,
+            input_names=model.input_names,
+            work_dir=build / "tmp-ranker",
+        )
     report: dict[str, Any] = {
         "build_seconds": round(time.time() - started, 1),
         # int8 scores and speeds depend on the CPU's instruction sets: say which machine measured them.
@@ -402,12 +460,14 @@ def training_stages(config: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def soup_members(config: dict[str, Any]) -> list[tuple[str, float, dict[str, Any]]]:
-    """(label, share, configuration) of each run averaged into the weights.
+    """(label, share, configuration) of each run averaged into the weights or the outputs.
 
-    One unlabelled run when ``training.interpolate --with`` blended none in; else A (the
-    ``--run``), B, C...
+    One unlabelled run when neither ``training.interpolate --with`` blended others in nor
+    ``--ensemble-with`` added one; else A (the ``--run``), B, C...
     """
-    blend = (config.get("interpolation") or {}).get("with") or []
+    blend = (
+        (config.get("interpolation") or {}).get("with") or (config.get("ensemble") or {}).get("with") or []
+    )
     if not blend:
         return [("", 1.0, config)]
     rest = 1.0 - sum(m["weight"] for m in blend)
@@ -434,7 +494,7 @@ def interpolation_line(config: dict[str, Any]) -> str:
     alpha = (config.get("interpolation") or {}).get("alpha")
     members = soup_members(config)
     lines = ""
-    if len(members) > 1:
+    if len(members) > 1 and not config.get("ensemble"):
         parts = " + ".join(f"{share:g} x run {label}" for label, share, _ in members)
         lines += (
             f"\nThe weights are a model soup (`python -m training.interpolate --with`): {parts}, runs of "
@@ -447,6 +507,29 @@ def interpolation_line(config: dict[str, Any]) -> str:
         f"\nThe weights are {alpha:g} x the fine-tuned model's plus {1 - alpha:g} x the untrained model's "
         "(`python -m training.interpolate`), which keeps more of what the backbone knew about replies."
     )
+
+
+def ensemble_line(config: dict[str, Any]) -> str:
+    """The card's sentences on an output ensemble (``--ensemble-with``) and recovered members."""
+    lines = ""
+    members = soup_members(config)
+    if config.get("ensemble"):
+        parts = " + ".join(f"{share:g} x run {label}'s" for label, share, _ in members)
+        lines += (
+            "\nThe graph is an output ensemble (`training/ensemble.py`, `python -m export --ensemble-with`):"
+            f" each token logit is {parts}, two encoders reading the same inputs, trained on the mixes"
+            " below (stages A1, A2... are run A's); calibration and the threshold are fitted on it."
+        )
+    for label, _, member in members:
+        recovered = member.get("recovered")
+        if recovered:
+            lines += (
+                f"\nRun {label}'s weights were recovered (`python -m training.recover`) from model"
+                f" {recovered['bundle_version']}'s graph, a soup with {recovered['other_share']:g} x a run"
+                " trained again as that soup's other member was; where a quantized weight could not"
+                " tell the two apart, they are taken to agree."
+            )
+    return lines
 
 
 STAGE_LINE = """
@@ -657,6 +740,7 @@ def write_shared_prefix_bundle(
             machine_line=machine_line(report.get("machine")),
             head_line=HEAD_LINES[config.get("head", "linear")]
             + interpolation_line(config)
+            + ensemble_line(config)
             + similarity_line(similarity)
             + views_line(args.last_turn_weight),
         )

@@ -1,0 +1,108 @@
+"""An output ensemble exported as one graph, and a soup member recovered from a blockwise graph."""
+
+import numpy as np
+import pytest
+
+from service.tokenization import Turn
+
+pytestmark = pytest.mark.integration
+torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
+
+REQUESTS = [
+    (
+        [Turn("user", "It is so hot in here, can you help?")],
+        ["The window is closed.", "There is a fan in the closet.", "The user likes pizza."],
+        ["Shall I open the window for you?", "Pizza is great.", "I do not know."],
+    ),
+    (
+        [Turn("user", "Any plans tonight?"), Turn("bot", "Not yet."), Turn("user", "Want to see a film?")],
+        [],
+        ["Sure, which one?", "I had pasta for lunch.", "Films are movies."],
+    ),
+]
+
+
+def _ranker(seed: int, noise: float = 0.0):
+    """The backbone with a cosine head, a random linear part and, with ``noise``, moved weights."""
+    from training.backbone import backbone_dir
+    from training.shared_prefix import SharedPrefixRanker
+
+    torch.manual_seed(seed)
+    model = SharedPrefixRanker.load(backbone_dir(), head="cosine")
+    torch.nn.init.normal_(model.head.weight, std=0.05)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(noise * torch.randn_like(p))
+    return model.eval()
+
+
+def _encoder_and_requests():
+    from service.list_encoding import ListEncoder
+    from training.backbone import backbone_dir
+
+    encoder = ListEncoder.from_file(backbone_dir(), max_prefix_tokens=96, max_candidate_tokens=32)
+    return encoder, [encoder.encode_request(*r) for r in REQUESTS]
+
+
+def test_the_ensemble_graph_scores_the_weighted_sum_of_its_members_logits(tmp_path):
+    from export.checks import score_sequences, session
+    from export.shared_prefix import export_fp32
+    from training.ensemble import EnsembleRanker
+    from training.shared_prefix import INPUT_NAMES, score_requests
+
+    first, second = _ranker(0), _ranker(1, noise=0.01)
+    encoder, requests = _encoder_and_requests()
+    graph = session(
+        export_fp32(EnsembleRanker([first, second], [0.7, 0.3]).eval(), tmp_path / "e.onnx", encoder)
+    )
+    assert [i.name for i in graph.get_inputs()] == list(INPUT_NAMES)
+    got = np.concatenate(score_sequences(graph, encoder, requests))
+    a, b = (
+        np.concatenate(score_requests(m, encoder, requests, torch.device("cpu"))) for m in (first, second)
+    )
+    assert np.abs(a - b).max() > 0.05  # the members disagree: the weights matter
+    np.testing.assert_allclose(got, 0.7 * a + 0.3 * b, atol=1e-4)
+    with pytest.raises(ValueError, match="sum to 1"):
+        EnsembleRanker([first, second], [0.7, 0.7])
+
+
+def test_a_soup_member_comes_back_from_the_blockwise_graph_and_the_other_member(tmp_path):
+    """Soup = 0.5 A + 0.5 B, exported blockwise int8; B and the graph give A back within a step."""
+    from export import quantize
+    from export.checks import score_sequences, session
+    from export.shared_prefix import export_fp32
+    from training.recover import graph_weights, recover_member
+    from training.shared_prefix import score_requests
+
+    member, other, soup = _ranker(0, noise=0.01), _ranker(1, noise=0.01), _ranker(2)
+    with torch.no_grad():
+        for s, a, b in zip(soup.parameters(), member.parameters(), other.parameters(), strict=True):
+            s.copy_(0.5 * a + 0.5 * b)
+    encoder, requests = _encoder_and_requests()
+    graph = quantize.blockwise_int8(
+        export_fp32(soup, tmp_path / "soup.onnx", encoder), tmp_path / "soup8.onnx"
+    )
+    weights = graph_weights(graph)
+    params = {n: p.detach().numpy() for n, p in soup.named_parameters()}
+    quantized = [n for n in params if np.any(weights[n][1] > weights[n][0])]
+    assert "encoder.encoder.layer.5.output.dense.weight" in quantized and "head.weight" in quantized
+    assert "encoder.embeddings.word_embeddings.weight" in quantized
+    for name, value in params.items():  # the soup's weight lies in the cell the graph gives
+        low, high = weights[name]
+        assert np.all((low - 1e-7 <= value.reshape(low.shape)) & (value.reshape(low.shape) <= high + 1e-7)), (
+            name
+        )
+
+    recovered, moved = recover_member(weights, _ranker(1, noise=0.01), share=0.5)
+    assert 0 < moved["share_outside_other_cell"] < 1
+    for (name, got), want in zip(recovered.named_parameters(), member.parameters(), strict=True):
+        low, high = (bound.reshape(got.shape) for bound in weights[name])
+        got, want = got.detach().numpy(), want.detach().numpy()
+        assert np.all(np.abs(got - want) <= 2 * (high - low) + 1e-6 * (1 + np.abs(want))), name
+
+    def logits(model):
+        return np.concatenate(score_requests(model, encoder, requests, torch.device("cpu")))
+
+    truth, back = logits(member), logits(recovered)
+    soup_logits = np.concatenate(score_sequences(session(graph), encoder, requests))
+    assert np.abs(back - truth).max() < np.abs(soup_logits - truth).max() / 2
