@@ -334,6 +334,10 @@ def main(argv: list[str] | None = None) -> dict:
             input_names=model.input_names,
             work_dir=build / "tmp-ranker",
         )
+    sizes = {v: path.stat().st_size / 2**20 for v, path in paths.items()}
+    if min(sizes.values()) > args.max_mb:  # before the long measurements: nothing could ship
+        listed = ", ".join(f"{v} {mb:.1f} MB" for v, mb in sizes.items())
+        raise SystemExit(f"no graph within --max-mb {args.max_mb} ({listed}): add an int8 one to --variants")
     report: dict[str, Any] = {
         "build_seconds": round(time.time() - started, 1),
         # int8 scores and speeds depend on the CPU's instruction sets: say which machine measured them.

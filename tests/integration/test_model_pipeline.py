@@ -295,6 +295,26 @@ def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, share
     own = schedule_lines(json.loads((out / "config.json").read_text())).removeprefix("- stage 1: ")
     assert schedule_lines(blended).splitlines() == [f"- stage A1: {own}", f"- stage B1: {own}"]
     assert "0.6 x run A + 0.4 x run B" in interpolation_line(blended)
+    # An output ensemble lists the same stages, says it averages logits, not weights, and names a
+    # member recovered from a shipped graph (training.recover).
+    from export.shared_prefix import ensemble_line, ensemble_member
+
+    own_config = json.loads((out / "config.json").read_text())
+    for bad in ("nothing", f"{out}:1.5", f"{out}:x"):
+        with pytest.raises(SystemExit, match="--ensemble-with"):
+            ensemble_member(bad, out, own_config)
+    other, share, other_config = ensemble_member(f"{out}:0.25", out, own_config)
+    recovered = {"bundle_version": "9.9.9", "other_share": 0.5}
+    ensembled = {
+        **own_config,
+        "recovered": recovered,
+        "ensemble": {"with": [{"run": str(other), "weight": share, "config": other_config}]},
+    }
+    assert schedule_lines(ensembled).splitlines() == [f"- stage A1: {own}", f"- stage B1: {own}"]
+    assert "0.75 x run A's + 0.25 x run B's" in ensemble_line(ensembled)
+    assert "model 9.9.9's graph" in ensemble_line(ensembled) and "model soup" not in interpolation_line(
+        ensembled
+    )
     for bad in ("nothing", f"{out}:1.5", f"{out}:x"):
         with pytest.raises(SystemExit):
             interpolate.main(["--run", str(out), "--with", bad, "--alphas", "1"])
