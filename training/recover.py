@@ -28,7 +28,8 @@ import onnx
 import torch
 from onnx import numpy_helper
 
-from training.shared_prefix import SharedPrefixRanker
+from training.shared_prefix import SharedPrefixRanker, run_encoder
+from training.train import calibrated_report, dev_logits, fit_calibration, run_dev_lists, write_calibration
 
 #: The quantizer's zero point when a MatMulNBits node has none (symmetric, 2^(bits - 1)).
 NBITS_ZERO_POINT = {8: 128}
@@ -61,6 +62,47 @@ def nbits_weight(node: onnx.NodeProto, tensors: dict[str, np.ndarray]) -> tuple[
     return np.minimum(*ends), np.maximum(*ends)  # a negative scale swaps the ends
 
 
+def integer_weight(node: onnx.NodeProto, tensors: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The cells of a dynamic int8 ``MatMulInteger`` weight (a scale per output), as a Linear's."""
+    codes = tensors[node.input[1]].astype(np.float32)  # (in, out)
+    zero = tensors[node.input[3]].astype(np.float32) if len(node.input) > 3 and node.input[3] else 0.0
+    scale = np.abs(tensors[node.input[1].removesuffix("_quantized") + "_scale"])
+    steps = codes - zero
+    return ((steps - 0.5) * scale).T, ((steps + 0.5) * scale).T
+
+
+def narrowed(
+    graphs: list[dict[str, tuple[np.ndarray, np.ndarray]]],
+) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], dict[str, float]]:
+    """Each weight's cells intersected across graphs quantized from the same weights.
+
+    Two quantizers with different grids (blocks of 128 against a scale per output) each say where
+    a weight lies; both hold. Where the cells do not meet (they should always), the first graph's
+    is kept and counted.
+    """
+    first, *rest = graphs
+    cells = dict(first)
+    conflicts, total = 0, 0
+    for graph in rest:
+        for name, (low, high) in cells.items():
+            if name not in graph:
+                continue
+            other_low, other_high = (bound.reshape(low.shape) for bound in graph[name])
+            new_low, new_high = np.maximum(low, other_low), np.minimum(high, other_high)
+            apart = new_low > new_high
+            conflicts += int(np.count_nonzero(apart))
+            total += low.size
+            cells[name] = (np.where(apart, low, new_low), np.where(apart, high, new_high))
+    widths = [np.mean(h - lo) for lo, h in first.values()], [np.mean(h - lo) for lo, h in cells.values()]
+    return cells, {
+        "cells_width_after_intersection": round(
+            float(np.mean(widths[1]) / max(np.mean(widths[0]), 1e-12)), 4
+        ),
+        "cells_apart": conflicts,
+        "cells_compared": total,
+    }
+
+
 def graph_weights(path: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Every trained weight of a shipped ranker graph by parameter name: its cells' (low, high).
 
@@ -81,6 +123,8 @@ def graph_weights(path: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     for node in graph.node:
         if node.op_type == "MatMulNBits":
             weights[parameter_name(node.name)] = nbits_weight(node, tensors)
+        elif node.op_type == "MatMulInteger" and node.input[1] in tensors:
+            weights[parameter_name(node.name)] = integer_weight(node, tensors)
     return weights
 
 
@@ -114,6 +158,14 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--bundle", type=Path, required=True, help="shipped model directory (a soup's graph)")
     p.add_argument("--other", type=Path, required=True, help="the soup's other member, trained again")
     p.add_argument("--out", type=Path, required=True, help="run directory to write")
+    p.add_argument(
+        "--same-weights",
+        type=Path,
+        action="append",
+        default=[],
+        help="another graph quantized from the same soup (e.g. an earlier release's dynamic int8 one): "
+        "its cells narrow the bundle's (repeatable)",
+    )
     args = p.parse_args(argv)
     metadata = json.loads((args.bundle / "metadata.json").read_text())
     config = dict(metadata["training_config"])
@@ -125,23 +177,35 @@ def main(argv: list[str] | None = None) -> dict:
     other_config = json.loads((args.other / "config.json").read_text())
     if other_config.get("data") != blend[0]["config"].get("data"):
         raise SystemExit(f"{args.other} did not train on the soup member's mix: {blend[0]['config']['data']}")
+    cells, narrowing = narrowed(
+        [graph_weights(g) for g in [args.bundle / metadata["ranker"]["file"], *args.same_weights]]
+    )
     model, moved = recover_member(
-        graph_weights(args.bundle / metadata["ranker"]["file"]),
+        cells,
         SharedPrefixRanker.load(args.other / "ranker"),
         share,
     )
     args.out.mkdir(parents=True, exist_ok=True)
     model.save(args.out / "ranker", args.bundle / "tokenizer.json")
+    # The run's own calibration and dev metrics, as training writes them (what domain_eval --run reads).
+    dev = run_dev_lists(config)
+    logits = dev_logits(model.eval(), run_encoder(args.out, config), dev)
+    fitted = fit_calibration(dev, logits)
+    write_calibration(args.out / "calibration.json", fitted)
+    metrics = {"dev": calibrated_report(dev, logits, fitted)}
+    (args.out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     config["recovered"] = {
         "from_graph": str(args.bundle / metadata["ranker"]["file"]),
         "bundle_version": metadata["version"],
         "other": str(args.other),
         "other_share": share,
+        "same_weights": [str(g) for g in args.same_weights],
+        **narrowing,
         **moved,
     }
     config["out"] = str(args.out)
     (args.out / "config.json").write_text(json.dumps(config, indent=2))
-    print(json.dumps(config["recovered"]), flush=True)
+    print(json.dumps({**config["recovered"], "dev": metrics["dev"]}), flush=True)
     return config["recovered"]
 
 

@@ -71,7 +71,7 @@ def test_a_soup_member_comes_back_from_the_blockwise_graph_and_the_other_member(
     from export import quantize
     from export.checks import score_sequences, session
     from export.shared_prefix import export_fp32
-    from training.recover import graph_weights, recover_member
+    from training.recover import graph_weights, narrowed, recover_member
     from training.shared_prefix import score_requests
 
     member, other, soup = _ranker(0, noise=0.01), _ranker(1, noise=0.01), _ranker(2)
@@ -79,10 +79,12 @@ def test_a_soup_member_comes_back_from_the_blockwise_graph_and_the_other_member(
         for s, a, b in zip(soup.parameters(), member.parameters(), other.parameters(), strict=True):
             s.copy_(0.5 * a + 0.5 * b)
     encoder, requests = _encoder_and_requests()
-    graph = quantize.blockwise_int8(
-        export_fp32(soup, tmp_path / "soup.onnx", encoder), tmp_path / "soup8.onnx"
-    )
-    weights = graph_weights(graph)
+    fp32 = export_fp32(soup, tmp_path / "soup.onnx", encoder)
+    graph = quantize.blockwise_int8(fp32, tmp_path / "soup8.onnx")
+    # A second quantization of the same weights (dynamic int8, a scale per output) narrows the cells.
+    dynamic = quantize.dynamic_int8(fp32, tmp_path / "dynamic.onnx")
+    weights, narrowing = narrowed([graph_weights(graph), graph_weights(dynamic)])
+    assert narrowing["cells_apart"] == 0 and narrowing["cells_width_after_intersection"] < 0.95
     params = {n: p.detach().numpy() for n, p in soup.named_parameters()}
     quantized = [n for n in params if np.any(weights[n][1] > weights[n][0])]
     assert "encoder.encoder.layer.5.output.dense.weight" in quantized and "head.weight" in quantized
