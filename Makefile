@@ -57,14 +57,36 @@ MIX2 ?= --data $(DATA)/sugar.jsonl:2 --data $(DATA)/topical-chat-entity-fact.jso
 	--seed 14 --lr 2e-5 --max-steps 300 --precision auto
 # The open-domain branch: a stage 1 on two passes over the Topical-Chat train lists (25 times the
 # first mix's share, 7,927 steps: about 6 minutes on an H200, hours on 2 CPU cores), then the same
-# stage 2. The shipped weights are the even soup of the two branches' stage-2 runs (README
+# stage 2. The shipped graph is an output ensemble of the two branches' stage-2 runs: each logit is
+# (1 - ENSEMBLE_SHARE) x the open-domain run's + ENSEMBLE_SHARE x the first branch's (README
 # "Training": the open-domain run alone loses DailyDialog++'s adversarial replies and the
-# customer-service requests; the soup keeps most of both).
+# customer-service requests; averaging their logits keeps more of both than averaging weights).
 OPEN_TUNED ?= runs/ranker-open-tuned
 OPEN_RUN ?= runs/ranker-open
-SOUP ?= runs/ranker-soup
 OPEN_MIX ?= --data $(DATA)/sugar.jsonl:2 --data $(DATA)/topical-chat.jsonl:2 --precision auto
-SOUP_ARGS ?= --with $(RUN):0.5 --alpha 1 --alphas 1
+ENSEMBLE_SHARE ?= 0.4
+# OPEN=recover, on a machine without a GPU: instead of training the open-domain stages, take that
+# run from models 2.5.0 / 2.6.0's graphs (the even soup of it and the first branch, quantized two
+# ways) and the first branch trained here (training.recover; README "Where it runs").
+OPEN ?= train
+SOUP_BUNDLE ?= build/soup-2.6.0
+SOUP_COMMIT ?= 8308a93
+SOUP_COMMIT_DYNAMIC ?= 77d7c2c
+ifeq ($(OPEN),recover)
+define OPEN_STEPS
+	mkdir -p $(SOUP_BUNDLE)
+	for f in model.onnx metadata.json tokenizer.json; do \
+		git show $(SOUP_COMMIT):models/dialogue-minilm-l6/$$f > $(SOUP_BUNDLE)/$$f; done
+	git show $(SOUP_COMMIT_DYNAMIC):models/dialogue-minilm-l6/model.onnx > $(SOUP_BUNDLE)/dynamic.onnx
+	HF_HUB_OFFLINE=1 $(BIN)/python -m training.recover --bundle $(SOUP_BUNDLE) \
+		--same-weights $(SOUP_BUNDLE)/dynamic.onnx --other $(RUN) --out $(OPEN_RUN)
+endef
+else
+define OPEN_STEPS
+	HF_HUB_OFFLINE=1 $(BIN)/python -m training.train $(OPEN_MIX) --out $(OPEN_TUNED)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m training.train --init $(OPEN_TUNED) $(MIX2) --out $(OPEN_RUN)
+endef
+endif
 # Training files whose dev lists choose the abstention threshold: the requests it is for, not
 # stage 2's lead-sentence lists (see README "Training").
 THRESHOLD_ON ?= sugar,topical-chat
@@ -74,15 +96,17 @@ CALIBRATE_ON ?= sugar
 # Multi-turn requests are also scored with their last turn alone, that view's logit averaged in at
 # this weight (service/context_views.py; chosen on dev, README "Training"; 0: one view).
 LAST_TURN_WEIGHT ?= 0.5
-# More export options, e.g. EXPORT_ARGS=--similarity (the untrained encoder's cosine beside the
-# ranker: better against off-topic replies, two thirds of the throughput; README "Training").
-EXPORT_ARGS ?=
+# More export options. The ensemble's graph is built blockwise int8 only, beside the fp32 reference
+# (the graph 2.5.1 and 2.6.0 shipped; dynamic int8 lost dev P@1 on their weights, static int8 is
+# slower here): two encoders double the export's time for each graph measured. EXPORT_ARGS= builds
+# and measures all four.
+EXPORT_ARGS ?= --variants int8_blockwise
 
 # Convert the shared data to ranking lists, train the shared-prefix ranker on the first mix, then
-# on the second from there; the same two stages with the open-domain first mix; the even soup of
-# the two (training.interpolate toward the fresh model did not pay, see README "Training"), export the
-# graphs (fp32, dynamic, blockwise and static int8, measured side by side; the fastest that holds dev
-# P@1 ships), then evaluate per domain on held-out lists (DailyDialog++: evaluation only), writing the
+# on the second from there; the same two stages with the open-domain first mix (or, OPEN=recover,
+# that run from the shipped soups); export the two runs' output ensemble as one graph (fp32,
+# dynamic, blockwise and static int8, measured side by side; the fastest that holds dev P@1 and fits
+# 60 MB ships), then evaluate per domain on held-out lists (DailyDialog++: evaluation only), writing the
 # tables into the model card, and on SUGAR by the paper's protocol (eval-sugar-settings.md: the test
 # groups under each statement setting; eval-dev.md: the dev groups).
 model: $(VENV)/.dev-deps
@@ -98,11 +122,10 @@ model: $(VENV)/.dev-deps
 	$(BIN)/python -m training.convert dailydialog-pp $(SHARED)/dailydialog_pp/dev.jsonl $(DATA)/dailydialog-pp.jsonl
 	HF_HUB_OFFLINE=1 $(BIN)/python -m training.train $(MIX) --out $(TUNED)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m training.train --init $(TUNED) $(MIX2) --out $(RUN)
-	HF_HUB_OFFLINE=1 $(BIN)/python -m training.train $(OPEN_MIX) --out $(OPEN_TUNED)
-	HF_HUB_OFFLINE=1 $(BIN)/python -m training.train --init $(OPEN_TUNED) $(MIX2) --out $(OPEN_RUN)
-	HF_HUB_OFFLINE=1 $(BIN)/python -m training.interpolate --run $(OPEN_RUN) $(SOUP_ARGS) --out $(SOUP)
-	HF_HUB_OFFLINE=1 $(BIN)/python -m export --run $(SOUP) --out $(MODEL_DIR) --threshold-on $(THRESHOLD_ON) \
-		--calibrate-on $(CALIBRATE_ON) --last-turn-weight $(LAST_TURN_WEIGHT) $(EXPORT_ARGS)
+	$(OPEN_STEPS)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m export --run $(OPEN_RUN) --ensemble-with $(RUN):$(ENSEMBLE_SHARE) \
+		--out $(MODEL_DIR) --threshold-on $(THRESHOLD_ON) --calibrate-on $(CALIBRATE_ON) \
+		--last-turn-weight $(LAST_TURN_WEIGHT) $(EXPORT_ARGS)
 	$(BIN)/python -m training.domain_eval --model $(MODEL_DIR) --split test \
 		--lists sugar=$(DATA)/sugar.jsonl --lists topical-chat=$(DATA)/topical-chat.jsonl \
 		--max-lists 600 --out $(MODEL_DIR)/eval-test.json --card $(MODEL_DIR)/MODEL_CARD.md
