@@ -70,7 +70,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", required=True, help="model directory to write")
     p.add_argument("--build", default=None, help="where intermediate graphs go (default build/<run name>)")
     p.add_argument("--name", default="dialogue-minilm-l6")
-    p.add_argument("--version", default="2.7.0")
+    p.add_argument("--version", default="2.6.0")
     p.add_argument("--max-p1-loss", type=float, default=0.01, help="dev P@1 a quantised graph may lose")
     p.add_argument(
         "--max-mb", type=float, default=60.0, help="largest graph that may ship (repository budget)"
@@ -527,11 +527,18 @@ def ensemble_line(config: dict[str, Any]) -> str:
     for label, _, member in members:
         recovered = member.get("recovered")
         if recovered:
+            others = len(recovered.get("same_weights") or [])
             lines += (
                 f"\nRun {label}'s weights were recovered (`python -m training.recover`) from model"
-                f" {recovered['bundle_version']}'s graph, a soup with {recovered['other_share']:g} x a run"
-                " trained again as that soup's other member was; where a quantized weight could not"
-                " tell the two apart, they are taken to agree."
+                f" {recovered['bundle_version']}'s graph"
+                + (
+                    f" and {others} other quantization{'s' * (others > 1)} of the same weights"
+                    if others
+                    else ""
+                )
+                + f": the soup of run {label} and, at {recovered['other_share']:g}, a run trained again as"
+                " that soup's other member was; where the quantized weights could not tell the two"
+                " apart, they are taken to agree."
             )
     return lines
 
