@@ -125,6 +125,8 @@ def ensemble_member(spec: str, run: Path, config: dict[str, Any]) -> tuple[Path,
         share = -1.0
     if not other or not 0 < share < 1:
         raise SystemExit(f"--ensemble-with {spec}: expected RUN:W with 0 < W < 1")
+    if not (Path(other) / "config.json").is_file():
+        raise SystemExit(f"--ensemble-with {other}: not a finished training run (no config.json)")
     other_config = json.loads((Path(other) / "config.json").read_text())
     if other_config.get("encoding") != config.get("encoding"):
         raise SystemExit(f"--ensemble-with {other}: its encoding differs from {run}'s")
@@ -498,7 +500,7 @@ def interpolation_line(config: dict[str, Any]) -> str:
     alpha = (config.get("interpolation") or {}).get("alpha")
     members = soup_members(config)
     lines = ""
-    if len(members) > 1 and not config.get("ensemble"):
+    if (config.get("interpolation") or {}).get("with"):  # an ensemble's members say so in ensemble_line
         parts = " + ".join(f"{share:g} x run {label}" for label, share, _ in members)
         lines += (
             f"\nThe weights are a model soup (`python -m training.interpolate --with`): {parts}, runs of "

@@ -167,6 +167,15 @@ def main(argv: list[str] | None = None) -> dict:
         "its cells narrow the bundle's (repeatable)",
     )
     args = p.parse_args(argv)
+    for flag, path, kind in (
+        ("--bundle", args.bundle / "metadata.json", "a model directory"),
+        ("--other", args.other / "config.json", "a finished training run"),
+    ):
+        if not path.is_file():
+            raise SystemExit(f"{flag} {path.parent}: not {kind} (no {path.name})")
+    for graph in args.same_weights:
+        if not graph.is_file():
+            raise SystemExit(f"--same-weights {graph}: no such graph")
     metadata = json.loads((args.bundle / "metadata.json").read_text())
     config = dict(metadata["training_config"])
     interpolation = config.pop("interpolation", None) or {}

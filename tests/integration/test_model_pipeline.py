@@ -300,7 +300,7 @@ def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, share
     from export.shared_prefix import ensemble_line, ensemble_member
 
     own_config = json.loads((out / "config.json").read_text())
-    for bad in ("nothing", f"{out}:1.5", f"{out}:x"):
+    for bad in ("nothing", f"{out}:1.5", f"{out}:x", f"{tmp_path / 'nowhere'}:0.5"):
         with pytest.raises(SystemExit, match="--ensemble-with"):
             ensemble_member(bad, out, own_config)
     other, share, other_config = ensemble_member(f"{out}:0.25", out, own_config)
