@@ -500,10 +500,17 @@ def interpolation_line(config: dict[str, Any]) -> str:
     alpha = (config.get("interpolation") or {}).get("alpha")
     members = soup_members(config)
     lines = ""
-    if (config.get("interpolation") or {}).get("with"):  # an ensemble's members say so in ensemble_line
+    interpolation = config.get("interpolation") or {}
+    if interpolation.get("with"):  # an ensemble's members say so in ensemble_line
         parts = " + ".join(f"{share:g} x run {label}" for label, share, _ in members)
+        how = "a model soup (`python -m training.interpolate --with`)"
+        if interpolation.get("merge") == "ties":
+            how = (
+                "the runs' changes from the untrained model TIES-merged (`python -m training.interpolate "
+                f"--with ... --merge ties --density {interpolation.get('density'):g}`)"
+            )
         lines += (
-            f"\nThe weights are a model soup (`python -m training.interpolate --with`): {parts}, runs of "
+            f"\nThe weights are {how}: {parts}, runs of "
             "the same backbone and encoding trained on the mixes below (stages A1, A2... are run A's); "
             "calibration and the threshold are fitted on the soup."
         )

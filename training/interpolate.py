@@ -23,6 +23,13 @@ export --run`` takes.
 into the fine-tuned side first (a "model soup", Wortsman et al., ICML 2022): ``--run A --with
 B:0.3 --alpha 0.9`` is ``0.1 x fresh + 0.9 x (0.7 x A + 0.3 x B)``. It combines runs trained on
 different data without training again; the dev lists of every run are scored and calibrated on.
+
+``--merge ties --density D`` blends them by TIES-merging instead (Yadav et al., NeurIPS 2023, with
+``peft``'s implementation): each run's change from the fresh model keeps its largest ``D`` share
+of entries per weight matrix, each entry takes the sign that the runs' kept changes sum to, and
+the runs that agree with it are averaged (with even shares, a change only one run makes keeps its
+full size, where the plain average halves it). Vectors (biases, LayerNorm, the head's scale) are
+averaged as by default: pruning a handful of entries by magnitude means little.
 """
 
 from __future__ import annotations
@@ -63,8 +70,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="RUN:WEIGHT",
         help="another fine-tuned run blended into the fine-tuned side with this weight (repeatable)",
     )
+    p.add_argument(
+        "--merge",
+        choices=("average", "ties"),
+        default="average",
+        help="how --with runs are blended: their weighted average, or TIES-merging",
+    )
+    p.add_argument("--density", type=float, default=0.2, help="ties: share of each run's changes kept")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     args = p.parse_args(argv)
+    if not 0.0 < args.density <= 1.0:
+        p.error(f"--density must be in (0, 1], got {args.density}")
+    if args.merge == "ties" and not args.blend:
+        p.error("--merge ties needs at least one --with run")
     try:
         args.blend = parse_blend(args.blend)
     except ValueError as exc:
@@ -124,6 +142,33 @@ def weighted_average(models: list[tuple[SharedPrefixRanker, float]]) -> SharedPr
     return model.eval()
 
 
+def ties_merged(
+    fresh: SharedPrefixRanker, models: list[tuple[SharedPrefixRanker, float]], density: float
+) -> SharedPrefixRanker:
+    """A copy of the first model: fresh weights plus the models' changes from them, TIES-merged.
+
+    A share ``w`` of ``n`` runs weighs its change ``w x n`` (even shares: 1 each), so where only
+    one run's change survives the sign election it is taken whole.
+    """
+    from peft.utils.merge_utils import ties
+
+    base = fresh.state_dict()
+    states = [(m.state_dict(), w) for m, w in models]
+    weights = torch.tensor([w * len(models) for _, w in models])
+    model = copy.deepcopy(models[0][0])
+    mixed = {}
+    for name, value in states[0][0].items():
+        if not value.is_floating_point():
+            mixed[name] = value.clone()
+        elif value.dim() < 2:
+            mixed[name] = sum(w * state[name] for state, w in states)
+        else:
+            changes = [state[name] - base[name] for state, _ in states]
+            mixed[name] = base[name] + ties(changes, weights, density)
+    model.load_state_dict(mixed)
+    return model.eval()
+
+
 def load_tuned(run: Path) -> SharedPrefixRanker:
     tuned = SharedPrefixRanker.load(run / "ranker").eval()
     if tuned.head_kind != "cosine":
@@ -131,8 +176,16 @@ def load_tuned(run: Path) -> SharedPrefixRanker:
     return tuned
 
 
-def blended(run: Path, config: dict, tuned: SharedPrefixRanker, blend: list[tuple[Path, float]]):
+def blended(
+    run: Path,
+    config: dict,
+    tuned: SharedPrefixRanker,
+    blend: list[tuple[Path, float]],
+    ties_with: tuple[SharedPrefixRanker, float] | None = None,
+):
     """The fine-tuned side with ``--with`` runs blended in, and every run's dev lists.
+
+    ``ties_with``: the fresh model and the density, to TIES-merge the runs instead of averaging.
 
     Also the ``--with`` runs' configurations, in ``blend``'s order, read once.
     """
@@ -146,7 +199,10 @@ def blended(run: Path, config: dict, tuned: SharedPrefixRanker, blend: list[tupl
         parts.append((load_tuned(other), weight))
         members.append(other_config)
         dev.update({k: v for k, v in run_dev_lists(other_config).items() if k not in dev})
-    return (weighted_average(parts) if blend else tuned), dev, members
+    if not blend:
+        return tuned, dev, members
+    merged = ties_merged(ties_with[0], parts, ties_with[1]) if ties_with else weighted_average(parts)
+    return merged, dev, members
 
 
 def score_lists(model: SharedPrefixRanker, encoder: ListEncoder, lists: dict[str, list[RankingList]]) -> dict:
@@ -164,7 +220,8 @@ def main(argv: list[str] | None = None) -> dict:
     fresh = SharedPrefixRanker.load(run_backbone(config), head="cosine").eval()
     fresh.head.bias.data.copy_(tuned.head.bias.data)
     encoder = run_encoder(run, config)
-    tuned, dev, member_configs = blended(run, config, tuned, args.blend)
+    ties_with = (fresh, args.density) if args.merge == "ties" else None
+    tuned, dev, member_configs = blended(run, config, tuned, args.blend, ties_with)
     extra = {}
     for item in args.lists:
         name, _, path = item.partition("=")
@@ -196,6 +253,8 @@ def main(argv: list[str] | None = None) -> dict:
             "interpolation": {
                 "from_run": str(run),
                 "alpha": args.alpha,
+                "merge": args.merge,
+                **({"density": args.density} if args.merge == "ties" else {}),
                 # Each member's own configuration, so the export's model card can list its stages.
                 "with": [
                     {"run": str(p), "weight": w, "config": c}

@@ -279,6 +279,24 @@ def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, share
     for name, value in tuned.state_dict().items():
         if value.is_floating_point():
             torch.testing.assert_close(quarter[name], 0.25 * value + 0.75 * start[name], msg=name)
+    # TIES-merging the run with the fresh model (whose change is zero): where the run's change is
+    # among the largest quarter of its matrix it is kept whole (the plain average would halve it),
+    # elsewhere the weight stays fresh; vectors are averaged.
+    merged = interpolate.ties_merged(fresh, [(tuned, 0.5), (fresh, 0.5)], 0.25).state_dict()
+    matrices = 0
+    for name, value in tuned.state_dict().items():
+        if not value.is_floating_point():
+            continue
+        if value.dim() < 2:
+            torch.testing.assert_close(merged[name], 0.5 * value + 0.5 * start[name], msg=name)
+            continue
+        change, kept = value - start[name], merged[name] - start[name]
+        cut = change.abs().flatten().kthvalue(change.numel() - int(0.25 * change.numel())).values
+        top = change.abs() > cut
+        torch.testing.assert_close(kept[top], change[top], msg=name)
+        assert torch.count_nonzero(kept) <= int(0.25 * change.numel()), name
+        matrices += 1
+    assert matrices > 30
     blend = tmp_path / "blend"
     souped = interpolate.main(
         ["--run", str(out), "--with", f"{out}:0.4", "--alphas", "1", "--alpha", "1", "--out", str(blend),
