@@ -125,9 +125,9 @@ EXPORT_ARGS ?=
 # that run from the shipped soups); the even soup of the two (training.interpolate toward the fresh
 # model did not pay, see README "Training"; ENSEMBLE_SHARE: their output ensemble instead), export
 # the graphs (fp32, dynamic, blockwise and static int8, measured side by side; the fastest that
-# holds dev P@1 and fits 60 MB ships), then evaluate per domain on held-out lists (DailyDialog++: evaluation only), writing the
-# tables into the model card, and on SUGAR by the paper's protocol (eval-sugar-settings.md: the test
-# groups under each statement setting; eval-dev.md: the dev groups).
+# holds dev P@1 and fits 60 MB ships), then evaluate per domain on held-out lists (DailyDialog++:
+# evaluation only), writing the tables into the model card, and on SUGAR by the paper's protocol
+# (eval-sugar-settings.md: the test groups under each statement setting; eval-dev.md: the dev groups).
 model: $(VENV)/.dev-deps
 	mkdir -p $(DATA)
 	$(BIN)/python -m training.convert sugar $(SHARED)/sugar/sugar.jsonl $(DATA)/sugar.jsonl

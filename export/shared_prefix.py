@@ -497,10 +497,10 @@ def stage_rows(config: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def interpolation_line(config: dict[str, Any]) -> str:
     """The card's sentences on ``training.interpolate``, when the run was interpolated or a soup."""
-    alpha = (config.get("interpolation") or {}).get("alpha")
+    interpolation = config.get("interpolation") or {}
+    alpha = interpolation.get("alpha")
     members = soup_members(config)
     lines = ""
-    interpolation = config.get("interpolation") or {}
     if interpolation.get("with"):  # an ensemble's members say so in ensemble_line
         parts = " + ".join(f"{share:g} x run {label}" for label, share, _ in members)
         how = "a model soup (`python -m training.interpolate --with`)"

@@ -37,6 +37,8 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -145,7 +147,7 @@ def weighted_average(models: list[tuple[SharedPrefixRanker, float]]) -> SharedPr
 def ties_merged(
     fresh: SharedPrefixRanker, models: list[tuple[SharedPrefixRanker, float]], density: float
 ) -> SharedPrefixRanker:
-    """A copy of the first model: fresh weights plus the models' changes from them, TIES-merged.
+    """The models' weighted average, with each matrix instead fresh plus their changes TIES-merged.
 
     A share ``w`` of ``n`` runs weighs its change ``w x n`` (even shares: 1 each), so where only
     one run's change survives the sign election it is taken whole.
@@ -153,17 +155,13 @@ def ties_merged(
     from peft.utils.merge_utils import ties
 
     base = fresh.state_dict()
-    states = [(m.state_dict(), w) for m, w in models]
+    states = [m.state_dict() for m, _ in models]
     weights = torch.tensor([w * len(models) for _, w in models])
-    model = copy.deepcopy(models[0][0])
-    mixed = {}
-    for name, value in states[0][0].items():
-        if not value.is_floating_point():
-            mixed[name] = value.clone()
-        elif value.dim() < 2:
-            mixed[name] = sum(w * state[name] for state, w in states)
-        else:
-            changes = [state[name] - base[name] for state, _ in states]
+    model = weighted_average(models)  # vectors and integer buffers stay as averaged
+    mixed = model.state_dict()
+    for name, value in mixed.items():
+        if value.is_floating_point() and value.dim() >= 2:
+            changes = [state[name] - base[name] for state in states]
             mixed[name] = base[name] + ties(changes, weights, density)
     model.load_state_dict(mixed)
     return model.eval()
@@ -181,11 +179,9 @@ def blended(
     config: dict,
     tuned: SharedPrefixRanker,
     blend: list[tuple[Path, float]],
-    ties_with: tuple[SharedPrefixRanker, float] | None = None,
+    merge: Callable[[list[tuple[SharedPrefixRanker, float]]], SharedPrefixRanker] = weighted_average,
 ):
-    """The fine-tuned side with ``--with`` runs blended in, and every run's dev lists.
-
-    ``ties_with``: the fresh model and the density, to TIES-merge the runs instead of averaging.
+    """The fine-tuned side with ``--with`` runs blended in by ``merge``, and every run's dev lists.
 
     Also the ``--with`` runs' configurations, in ``blend``'s order, read once.
     """
@@ -199,10 +195,7 @@ def blended(
         parts.append((load_tuned(other), weight))
         members.append(other_config)
         dev.update({k: v for k, v in run_dev_lists(other_config).items() if k not in dev})
-    if not blend:
-        return tuned, dev, members
-    merged = ties_merged(ties_with[0], parts, ties_with[1]) if ties_with else weighted_average(parts)
-    return merged, dev, members
+    return (merge(parts) if blend else tuned), dev, members
 
 
 def score_lists(model: SharedPrefixRanker, encoder: ListEncoder, lists: dict[str, list[RankingList]]) -> dict:
@@ -220,8 +213,8 @@ def main(argv: list[str] | None = None) -> dict:
     fresh = SharedPrefixRanker.load(run_backbone(config), head="cosine").eval()
     fresh.head.bias.data.copy_(tuned.head.bias.data)
     encoder = run_encoder(run, config)
-    ties_with = (fresh, args.density) if args.merge == "ties" else None
-    tuned, dev, member_configs = blended(run, config, tuned, args.blend, ties_with)
+    merge = partial(ties_merged, fresh, density=args.density) if args.merge == "ties" else weighted_average
+    tuned, dev, member_configs = blended(run, config, tuned, args.blend, merge)
     extra = {}
     for item in args.lists:
         name, _, path = item.partition("=")
