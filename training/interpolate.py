@@ -44,7 +44,7 @@ from pathlib import Path
 import torch
 
 from service.list_encoding import ListEncoder
-from training.backbone import backbone_dir
+from training.backbone import backbone_dir, device
 from training.ranking_data import RankingList, exit_on_data_error, read_lists
 from training.shared_prefix import SharedPrefixRanker, run_encoder
 from training.train import (
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     table = {}
     for alpha in sorted(set(parse_alphas(args.alphas))):
-        model = interpolated(fresh, tuned, alpha)
+        model = interpolated(fresh, tuned, alpha).to(device())
         table[alpha] = {
             **{f"dev {k}": v for k, v in score_lists(model, encoder, dev).items()},
             **score_lists(model, encoder, extra),
@@ -234,7 +234,8 @@ def main(argv: list[str] | None = None) -> dict:
     result: dict = {"alphas": {str(a): v for a, v in table.items()}}
     if args.alpha is not None:
         out = Path(args.out)
-        model = interpolated(fresh, tuned, args.alpha)
+        # Scored where the lists' tensors go (a GPU when there is one).
+        model = interpolated(fresh, tuned, args.alpha).to(device())
         logits = dev_logits(model, encoder, dev)
         fitted = fit_calibration(dev, logits)
         out.mkdir(parents=True, exist_ok=True)

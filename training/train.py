@@ -26,6 +26,11 @@ negatives, its second on-topic statements and other conversations' turns; README
 The run records the first stage (``config.json``: ``init``) and keeps its backbone as the
 backbone, so ``training.interpolate`` still averages toward the untrained model.
 
+``--teacher RUN:WEIGHT`` (repeatable) distils the output ensemble of finished runs into this one:
+their weighted logits are soft targets beside the labels, on the same sequences, per view
+(:mod:`training.distill`; ``--distill-weight`` sets the mix). ``--max-seconds`` ends training early
+on a lent machine whose lease runs out; the run records the steps it took.
+
 ``--layout pair`` trains the same encoder and head as a per-pair cross-encoder instead (each
 candidate in a sequence of its own with the context, full attention) on the same lists, splits,
 loss and dev metrics: the comparison the shared-prefix design is judged by. Such a run is not
@@ -63,6 +68,7 @@ from training.backbone import (
     seed_everything,
     training_precision,
 )
+from training.distill import Ensemble, distillation_loss, parse_teacher
 from training.domain_eval import evaluate, group_split
 from training.ranking_data import DataError, RankingList, exit_on_data_error, read_lists
 from training.shared_prefix import (
@@ -167,6 +173,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "design comparisons: python -m export ships shared-prefix runs only)",
     )
     p.add_argument(
+        "--teacher",
+        type=parse_teacher,
+        action="append",
+        default=[],
+        help="RUN:WEIGHT (repeatable): finished runs whose weighted logits (an output ensemble) the "
+        "ranker learns beside the labels, per view (training/distill.py)",
+    )
+    p.add_argument(
+        "--distill-weight",
+        type=float,
+        default=0.5,
+        help="with --teacher: the loss is (1 - w) x the label loss + w x the distillation loss",
+    )
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        default=None,
+        help="stop training after this many seconds (a lent machine's lease; the schedule still spans "
+        "--max-steps); the run records the steps it took",
+    )
+    p.add_argument(
         "--last-turn-weight",
         type=float,
         default=0.0,
@@ -174,6 +201,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "a multi-turn list's full-context and last-turn logits averaged at this weight (0: one view)",
     )
     return p.parse_args(argv)
+
+
+def encoding_of(args: argparse.Namespace, pair: bool) -> dict[str, Any]:
+    """The encoding a run records (``config.json``), which its teachers and soup members must share."""
+    return {
+        "kind": "shared-prefix" if not pair else "pair-design-run",
+        "max_prefix_tokens": args.max_prefix_tokens,
+        "max_candidate_tokens": args.max_candidate_tokens,
+    }
 
 
 def first_stage(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -259,17 +295,30 @@ def encode(encoder: ListEncoder, x: RankingList, rng: random.Random | None = Non
 
 def list_logits(model, encoder: ListEncoder, sequences: list[list[EncodedList]]) -> torch.Tensor:
     """(lists, widest list) candidate logits, each list's sequences in order; absent candidates 0."""
-    flat = [s for seqs in sequences for s in seqs]
-    feeds = to_tensors(encoder, flat, device())
-    # fp32 from here on, whatever precision the encoder ran in: the losses' masks and softmaxes.
-    token_logits = model(**feeds).float()
-    per_sequence = candidate_means(token_logits, feeds["segment_ids"], max(s.candidates for s in flat))
-    rows, start = [], 0
-    for seqs in sequences:
-        rows.append(torch.cat([per_sequence[start + i, : s.candidates] for i, s in enumerate(seqs)]))
-        start += len(seqs)
-    width = max(len(r) for r in rows)
-    return torch.stack([torch.nn.functional.pad(r, (0, width - len(r))) for r in rows])
+    return ListBatch(encoder, sequences).logits(model)
+
+
+class ListBatch:
+    """Lists' sequences padded once, to be scored by one model or several (a student and its teachers)."""
+
+    def __init__(self, encoder: ListEncoder, sequences: list[list[EncodedList]]) -> None:
+        self.sequences = sequences
+        self.flat = [s for seqs in sequences for s in seqs]
+        self.feeds = to_tensors(encoder, self.flat, device())
+
+    def logits(self, model) -> torch.Tensor:
+        """(lists, widest list) candidate logits of ``model``; absent candidates 0."""
+        # fp32 from here on, whatever precision the encoder ran in: the losses' masks and softmaxes.
+        token_logits = model(**self.feeds).float()
+        per_sequence = candidate_means(
+            token_logits, self.feeds["segment_ids"], max(s.candidates for s in self.flat)
+        )
+        rows, start = [], 0
+        for seqs in self.sequences:
+            rows.append(torch.cat([per_sequence[start + i, : s.candidates] for i, s in enumerate(seqs)]))
+            start += len(seqs)
+        width = max(len(r) for r in rows)
+        return torch.stack([torch.nn.functional.pad(r, (0, width - len(r))) for r in rows])
 
 
 def sample_candidates(x: RankingList, n: int, rng: random.Random) -> RankingList:
@@ -289,24 +338,45 @@ def sample_candidates(x: RankingList, n: int, rng: random.Random) -> RankingList
 
 def served_logits(model, encoder: ListEncoder, batch: list[RankingList], args, rng) -> torch.Tensor:
     """The batch's candidate logits as the service combines them (one forward pass for every view)."""
-    sequences = [encode(encoder, x, rng, thinned=args.thinned) for x in batch]
-    views = [context_views.views(x.context, args.last_turn_weight) for x in batch]
-    multi = [row for row, v in enumerate(views) if len(v) > 1]
-    last = [encode(encoder, dataclasses.replace(batch[r], context=views[r][-1]), rng) for r in multi]
-    logits = list_logits(model, encoder, sequences + last)
-    full = logits[: len(batch)]
-    if not multi:
-        return full
-    combined = full.clone()
-    combined[multi] = context_views.mean(full[multi], logits[len(batch) :], args.last_turn_weight)
-    return combined
+    views = ViewLogits(encoder, batch, args, rng, last_turn=args.last_turn_weight > 0)
+    return views.served(views.batch.logits(model), args.last_turn_weight)
 
 
-def loss_of(model, encoder: ListEncoder, batch: list[RankingList], args, rng) -> torch.Tensor:
-    """ListNet plus pointwise BCE over a batch of lists (candidates padded and masked)."""
-    if args.train_candidates:
-        batch = [sample_candidates(x, args.train_candidates, rng) for x in batch]
-    logits = served_logits(model, encoder, batch, args, rng)
+class ViewLogits:
+    """A batch's lists with every turn, then its multi-turn lists with their last turn alone.
+
+    The sequences are encoded (situations shuffled and thinned) once, so a student and its teachers
+    read the same ones.
+    """
+
+    def __init__(self, encoder: ListEncoder, batch: list[RankingList], args, rng, *, last_turn: bool) -> None:
+        sequences = [encode(encoder, x, rng, thinned=args.thinned) for x in batch]
+        views = [context_views.views(x.context, 1.0 if last_turn else 0.0) for x in batch]
+        self.size = len(batch)
+        self.multi = [row for row, v in enumerate(views) if len(v) > 1]
+        last = [encode(encoder, dataclasses.replace(batch[r], context=views[r][-1]), rng) for r in self.multi]
+        self.batch = ListBatch(encoder, sequences + last)
+
+    def served(self, logits: torch.Tensor, last_turn_weight: float) -> torch.Tensor:
+        """Each list's logits as the service combines its views (``logits``: one row per view)."""
+        full = logits[: self.size]
+        if not self.multi or last_turn_weight <= 0:
+            return full
+        combined = full.clone()
+        combined[self.multi] = context_views.mean(full[self.multi], logits[self.size :], last_turn_weight)
+        return combined
+
+    def present(self, lists: list[RankingList]) -> torch.Tensor:
+        """(rows, widest list): which entries of each view's row are candidates."""
+        rows = [len(x.candidates) for x in lists] + [len(lists[r].candidates) for r in self.multi]
+        mask = torch.zeros(len(rows), max(rows), dtype=torch.bool)
+        for row, n in enumerate(rows):
+            mask[row, :n] = True
+        return mask
+
+
+def label_loss(logits: torch.Tensor, batch: list[RankingList], args) -> torch.Tensor:
+    """ListNet over the labels' gains plus pointwise BCE on "appropriate" (candidates padded and masked)."""
     width = logits.shape[1]
     present = torch.zeros(len(batch), width, dtype=torch.bool)
     gains = torch.zeros(len(batch), width)
@@ -325,6 +395,23 @@ def loss_of(model, encoder: ListEncoder, batch: list[RankingList], args, rng) ->
     listnet = -(target * log_p).masked_fill(~present, 0.0).sum(-1).mean()
     bce = torch.nn.functional.binary_cross_entropy_with_logits(logits[present], targets[present])
     return listnet + args.pointwise_weight * bce
+
+
+def loss_of(
+    model, encoder: ListEncoder, batch: list[RankingList], args, rng, teachers: Ensemble | None = None
+) -> torch.Tensor:
+    """The label loss on the served logits; with ``teachers``, mixed with distillation on every view."""
+    if args.train_candidates:
+        batch = [sample_candidates(x, args.train_candidates, rng) for x in batch]
+    # Teachers are matched on the last-turn view too, whether or not the labels are.
+    views = ViewLogits(encoder, batch, args, rng, last_turn=args.last_turn_weight > 0 or teachers is not None)
+    logits = views.batch.logits(model)
+    labels = label_loss(views.served(logits, args.last_turn_weight), batch, args)
+    if teachers is None:
+        return labels
+    target = teachers.logits(views.batch.logits)
+    present = views.present(batch).to(logits.device)
+    return (1 - args.distill_weight) * labels + args.distill_weight * distillation_loss(logits, target, present)
 
 
 def centre_bias(model: SharedPrefixRanker, encoder: ListEncoder, lists: list[RankingList]) -> float:
@@ -437,6 +524,11 @@ def main(argv: list[str] | None = None) -> dict:
         max_chunk_candidates=1 if pair else 1 << 10,
     )
     model = SharedPrefixRanker.load(start, full_attention=pair, head=args.head).to(device())
+    teachers = None
+    if args.teacher:
+        if pair:
+            raise DataError("--teacher distils into the shared-prefix layout only")
+        teachers = Ensemble(args.teacher, encoding_of(args, pair), device())
     rng = random.Random(args.seed)
     epochs = [epoch_batches(args, train, rng) for _ in range(args.epochs)]
     if args.head == "cosine":
@@ -448,13 +540,18 @@ def main(argv: list[str] | None = None) -> dict:
     optimizer, schedule = make_optimizer(model, lr=args.lr, total_steps=total)
     history, best_state, best_score, step = [], None, -1.0, 0
     bar = tqdm(total=total, desc="ranker", unit="step", mininterval=30)
+    out_of_time = False
     for epoch, batches in enumerate(epochs, start=1):
         model.train()
         for batch in batches:
             if step >= total:
                 break
+            if args.max_seconds is not None and time.time() - started > args.max_seconds:
+                tqdm.write(f"--max-seconds {args.max_seconds:g}: stopping after {step} of {total} steps")
+                out_of_time = True
+                break
             with autocast(precision):
-                loss = loss_of(model, encoder, batch, args, rng)
+                loss = loss_of(model, encoder, batch, args, rng, teachers)
             optimizer_step(model, optimizer, schedule, loss)
             step += 1
             bar.update(1)
@@ -466,7 +563,7 @@ def main(argv: list[str] | None = None) -> dict:
         if score > best_score:
             best_score = score
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        if step >= total:
+        if step >= total or out_of_time:
             break
     bar.close()
     if best_state is not None:
@@ -495,11 +592,8 @@ def main(argv: list[str] | None = None) -> dict:
         "data": [{"file": str(s.path), "name": s.name, "weight": s.weight} for s in args.data],
         "backbone": init["backbone"] if init else backbone_label(args.backbone),
         "init": {"run": args.init, "config": init} if init else None,
-        "encoding": {
-            "kind": "shared-prefix" if not pair else "pair-design-run",
-            "max_prefix_tokens": args.max_prefix_tokens,
-            "max_candidate_tokens": args.max_candidate_tokens,
-        },
+        "teacher": teachers.configs if teachers else None,
+        "encoding": encoding_of(args, pair),
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))
     result = {
@@ -507,6 +601,7 @@ def main(argv: list[str] | None = None) -> dict:
         "dev_abstention_accuracy_pooled": abstain_acc,
         "history": history,
         "steps": step,
+        "planned_steps": total,
         "train_seconds": round(time.time() - started, 1),
         "lists": {n: {"train": len(train[n]), "dev": len(dev[n])} for n in train},
     }
