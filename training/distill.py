@@ -61,7 +61,7 @@ class Ensemble:
         for t in teachers:
             config_file = t.run / "config.json"
             if not config_file.is_file() or not (t.run / "ranker" / "head.pt").is_file():
-                raise DataError(f"--teacher {t.run}: not a finished run directory (needs config.json and ranker/)")
+                raise DataError(f"--teacher {t.run}: not a finished run (needs config.json and ranker/)")
             config = json.loads(config_file.read_text())
             if config.get("layout", "shared-prefix") != "shared-prefix" or config["encoding"] != encoding:
                 raise DataError(

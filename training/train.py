@@ -411,7 +411,8 @@ def loss_of(
         return labels
     target = teachers.logits(views.batch.logits)
     present = views.present(batch).to(logits.device)
-    return (1 - args.distill_weight) * labels + args.distill_weight * distillation_loss(logits, target, present)
+    distilled = distillation_loss(logits, target, present)
+    return (1 - args.distill_weight) * labels + args.distill_weight * distilled
 
 
 def centre_bias(model: SharedPrefixRanker, encoder: ListEncoder, lists: list[RankingList]) -> float:
