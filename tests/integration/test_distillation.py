@@ -1,0 +1,137 @@
+"""Distilling an output ensemble of runs into one ranker (training.train --teacher), on real runs."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from training.ranking_data import DataError
+
+pytestmark = pytest.mark.integration
+
+torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
+
+SMALL = ["--limit", "8", "--dev-lists", "4", "--batch-lists", "2", "--max-prefix-tokens", "96",
+         "--max-candidate-tokens", "32"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def sugar(tmp_path_factory, shared_data):
+    from training import convert
+
+    path = tmp_path_factory.mktemp("data") / "sugar.jsonl"
+    convert.main(["sugar", str(shared_data / "sugar" / "sugar.jsonl"), str(path)])
+    return path
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, sugar):
+    """A two-step run: a finished run directory to teach or to start from."""
+    from training import train
+
+    out = tmp_path_factory.mktemp("runs") / "run"
+    train.main(["--data", str(sugar), "--out", str(out), "--max-steps", "2", *SMALL])
+    return out
+
+
+def shifted_copy(run, out, shift: float):
+    """``run`` with its head's bias moved by ``shift``: a teacher whose every logit is ``shift`` higher."""
+    shutil.copytree(run, out)
+    head = torch.load(out / "ranker" / "head.pt")
+    head["bias"] += shift
+    torch.save(head, out / "ranker" / "head.pt")
+    return out
+
+
+def test_the_distillation_loss_is_flat_where_the_student_says_what_the_teachers_say():
+    from training.distill import distillation_loss
+
+    teacher = torch.tensor([[2.0, -1.0, 0.5, 0.0], [0.3, 1.2, 0.0, 0.0]])
+    present = torch.tensor([[True, True, True, False], [True, True, False, False]])
+    # Padding entries differ from the teacher's: they must not count.
+    student = (teacher + torch.tensor([[0.0, 0.0, 0.0, 9.0], [0.0, 0.0, -4.0, 7.0]])).requires_grad_()
+    distillation_loss(student, teacher, present).backward()
+    assert student.grad.abs().max() < 1e-6
+
+    off = (teacher + torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, -1.0, 0.0, 0.0]])).requires_grad_()
+    distillation_loss(off, teacher, present).backward()
+    # The gradient points back toward the teacher: down where the student is too high, up where too low.
+    assert off.grad[0, 0] > 0 and off.grad[1, 1] < 0
+
+
+def test_the_ensemble_target_is_the_teachers_logits_weighted_on_the_same_sequences(run, sugar, tmp_path):
+    from training import train
+    from training.distill import Ensemble, parse_teacher
+    from training.shared_prefix import load_run_for_scoring
+
+    other = shifted_copy(run, tmp_path / "shifted", 2.0)
+    config = json.loads((run / "config.json").read_text())
+    ensemble = Ensemble(
+        [parse_teacher(f"{run}:3"), parse_teacher(f"{other}:1")], config["encoding"], torch.device("cpu")
+    )
+    assert [c["weight"] for c in ensemble.configs] == [0.75, 0.25]
+    model, encoder = load_run_for_scoring(run)
+    lists = train.load_splits(train.parse_args(["--data", str(sugar), "--out", "x", *SMALL]))[0]["sugar"][:3]
+    batch = train.ListBatch(encoder, [train.encode(encoder, x) for x in lists])
+    with torch.no_grad():
+        alone = batch.logits(model)
+        target = ensemble.logits(batch.logits)
+    present = alone != 0
+    # 0.75 x the run + 0.25 x (the run + 2): the run's logits plus 0.5.
+    torch.testing.assert_close(target[present], alone[present] + 0.5, atol=1e-4, rtol=1e-4)
+
+
+def test_a_student_moves_toward_its_teachers_and_the_run_records_them(run, sugar, tmp_path):
+    from training import train
+    from training.domain_eval import RunScorer
+
+    teacher = shifted_copy(run, tmp_path / "teacher", 3.0)
+    lists = train.load_splits(train.parse_args(["--data", str(sugar), "--out", "x", *SMALL]))[1]["sugar"]
+
+    def mean_logit(path):
+        return float(np.mean(np.concatenate(RunScorer(path).logits(lists))))
+
+    before = mean_logit(run)
+    out = tmp_path / "student"
+    result = train.main(
+        ["--data", str(sugar), "--init", str(run), "--teacher", f"{teacher}:1", "--distill-weight", "1",
+         "--lr", "1e-3", "--max-steps", "3", "--out", str(out), *SMALL]
+    )  # fmt: skip
+    assert result["steps"] == 3
+    # Every teacher logit is 3 above the student's start: with the labels weighed at 0, it rises.
+    assert mean_logit(out) > before + 0.3
+    config = json.loads((out / "config.json").read_text())
+    assert [(t["run"], t["weight"]) for t in config["teacher"]] == [(str(teacher), 1.0)]
+    assert config["distill_weight"] == 1.0
+
+
+def test_a_teacher_that_reads_other_sequences_is_refused_by_name(run, tmp_path):
+    from training.distill import Ensemble, parse_teacher
+
+    with pytest.raises(DataError, match="--teacher .*encoded as"):
+        Ensemble([parse_teacher(f"{run}:1")], {"kind": "shared-prefix", "max_prefix_tokens": 256,
+                 "max_candidate_tokens": 64}, torch.device("cpu"))  # fmt: skip
+    with pytest.raises(DataError, match="not a finished run"):
+        Ensemble([parse_teacher(f"{tmp_path}:1")], {}, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("text", ["run", "run:0", "run:-1", "run:x", ":1"])
+def test_a_teacher_needs_a_run_and_a_positive_weight(text):
+    import argparse
+
+    from training.distill import parse_teacher
+
+    with pytest.raises(argparse.ArgumentTypeError, match="--teacher"):
+        parse_teacher(text)
+
+
+def test_max_seconds_ends_training_early_and_the_run_says_how_far_it_got(run, sugar, tmp_path):
+    from training import train
+
+    result = train.main(
+        ["--data", str(sugar), "--init", str(run), "--max-seconds", "0", "--max-steps", "3",
+         "--out", str(tmp_path / "cut"), *SMALL]
+    )  # fmt: skip
+    assert (result["steps"], result["planned_steps"]) == (0, 3)
+    assert (tmp_path / "cut" / "ranker" / "head.pt").is_file()
