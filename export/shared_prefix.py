@@ -70,7 +70,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", required=True, help="model directory to write")
     p.add_argument("--build", default=None, help="where intermediate graphs go (default build/<run name>)")
     p.add_argument("--name", default="dialogue-minilm-l6")
-    p.add_argument("--version", default="2.6.0")
+    p.add_argument("--version", default="2.7.0")
     p.add_argument("--max-p1-loss", type=float, default=0.01, help="dev P@1 a quantised graph may lose")
     p.add_argument(
         "--max-mb", type=float, default=60.0, help="largest graph that may ship (repository budget)"
@@ -105,6 +105,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--variants",
         default=",".join(VARIANTS),
         help="comma-separated graphs to build and measure (fp32 is always built: the reference)",
+    )
+    p.add_argument(
+        "--dev-lists",
+        type=int,
+        default=None,
+        help="dev lists per file for the checks, calibration and threshold (default: as many as the run "
+        "scored; more where it scored few to save a lent machine's time; the same seeded sample order)",
     )
     p.add_argument(
         "--last-turn-weight",
@@ -289,7 +296,7 @@ def main(argv: list[str] | None = None) -> dict:
         max_chunk_candidates=MAX_CHUNK_CANDIDATES,
         similarity=int(args.similarity),
     )
-    dev = run_dev_lists(config)
+    dev = run_dev_lists(config if args.dev_lists is None else {**config, "dev_lists": args.dev_lists})
     model: SharedPrefixRanker | SimilarityRanker | EnsembleRanker = SharedPrefixRanker.load(
         run / "ranker"
     ).eval()

@@ -29,7 +29,8 @@ backbone, so ``training.interpolate`` still averages toward the untrained model.
 ``--teacher RUN:WEIGHT`` (repeatable) distils the output ensemble of finished runs into this one:
 their weighted logits are soft targets beside the labels, on the same sequences, per view
 (:mod:`training.distill`; ``--distill-weight`` sets the mix). ``--max-seconds`` ends training early
-on a lent machine whose lease runs out; the run records the steps it took.
+on a lent machine whose lease runs out; the run records the steps it took, and ``--stop-at N``
+with the same ``--max-steps`` replays it.
 
 ``--layout pair`` trains the same encoder and head as a per-pair cross-encoder instead (each
 candidate in a sequence of its own with the context, full attention) on the same lists, splits,
@@ -192,6 +193,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="stop training after this many seconds (a lent machine's lease; the schedule still spans "
         "--max-steps); the run records the steps it took",
+    )
+    p.add_argument(
+        "--stop-at",
+        type=int,
+        default=None,
+        help="end after this many steps of the --max-steps schedule (replays a run that --max-seconds "
+        "ended early)",
     )
     p.add_argument(
         "--last-turn-weight",
@@ -545,7 +553,7 @@ def main(argv: list[str] | None = None) -> dict:
     for epoch, batches in enumerate(epochs, start=1):
         model.train()
         for batch in batches:
-            if step >= total:
+            if step >= total or (args.stop_at is not None and step >= args.stop_at):
                 break
             if args.max_seconds is not None and time.time() - started > args.max_seconds:
                 tqdm.write(f"--max-seconds {args.max_seconds:g}: stopping after {step} of {total} steps")
@@ -564,7 +572,7 @@ def main(argv: list[str] | None = None) -> dict:
         if score > best_score:
             best_score = score
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        if step >= total or out_of_time:
+        if step >= total or out_of_time or (args.stop_at is not None and step >= args.stop_at):
             break
     bar.close()
     if best_state is not None:

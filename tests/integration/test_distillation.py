@@ -126,7 +126,7 @@ def test_a_teacher_needs_a_run_and_a_positive_weight(text):
         parse_teacher(text)
 
 
-def test_max_seconds_ends_training_early_and_the_run_says_how_far_it_got(run, sugar, tmp_path):
+def test_max_seconds_ends_training_early_and_stop_at_replays_it(run, sugar, tmp_path):
     from training import train
 
     result = train.main(
@@ -135,3 +135,9 @@ def test_max_seconds_ends_training_early_and_the_run_says_how_far_it_got(run, su
     )  # fmt: skip
     assert (result["steps"], result["planned_steps"]) == (0, 3)
     assert (tmp_path / "cut" / "ranker" / "head.pt").is_file()
+    # --stop-at replays such a run: the same schedule, ended at the step it reached.
+    result = train.main(
+        ["--data", str(sugar), "--init", str(run), "--stop-at", "1", "--max-steps", "3",
+         "--out", str(tmp_path / "replayed"), *SMALL]
+    )  # fmt: skip
+    assert (result["steps"], result["planned_steps"]) == (1, 3)
