@@ -489,21 +489,70 @@ def soup_members(config: dict[str, Any]) -> list[tuple[str, float, dict[str, Any
     return [(chr(ord("A") + i), share, c) for i, (share, c) in enumerate(members)]
 
 
+def continued_from_soup(config: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The soup (or output ensemble) a run's stages continued from, and those later stages in order.
+
+    ``(config, [])`` for a run that is itself a soup, or that no soup is under. The distilled
+    ranker (``training.train --init <soup> --teacher ...``) is one stage after its soup.
+    """
+    after: list[dict[str, Any]] = []
+    current = config
+    while not (current.get("interpolation") or current.get("ensemble")):
+        earlier = (current.get("init") or {}).get("config")
+        if not earlier:
+            return config, []
+        after.insert(0, current)
+        current = earlier
+    return current, after
+
+
 def stage_rows(config: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(stage label, stage configuration) of every run in the weights, first stage first.
 
-    ``1``, ``2`` for one run; ``A1``, ``A2``, ``B1``... for a soup.
+    ``1``, ``2`` for one run; ``A1``, ``A2``, ``B1``... for a soup, then ``S1``... for the stages
+    trained on from it.
     """
+    soup, after = continued_from_soup(config)
     return [
         (f"{label}{n}", stage)
-        for label, _, member in soup_members(config)
+        for label, _, member in soup_members(soup)
         for n, stage in enumerate(training_stages(member), start=1)
         if "data" in stage and stage["data"]
-    ]
+    ] + [(f"S{n}", stage) for n, stage in enumerate(after, start=1) if stage.get("data")]
+
+
+def distillation_line(config: dict[str, Any]) -> str:
+    """The card's sentences on stages trained on from a soup, with the teachers they learned from."""
+    soup, after = continued_from_soup(config)
+    if not after:
+        return ""
+    interpolation = soup.get("interpolation") or {}
+    labels = {interpolation.get("from_run"): "A"} | {
+        m["run"]: chr(ord("B") + i) for i, m in enumerate(interpolation.get("with") or [])
+    }
+    lines = ""
+    for n, stage in enumerate(after, start=1):
+        lines += f"\nStage S{n} continued from the {'soup' if n == 1 else f'stage S{n - 1}'}"
+        teachers = stage.get("teacher") or []
+        if teachers:
+            parts = " + ".join(
+                f"{t['weight']:g} x " + (f"run {labels[t['run']]}" if t["run"] in labels else t["run"]) + "'s"
+                for t in teachers
+            )
+            lines += (
+                f" and learned the output ensemble {parts} logits, per view, as soft targets at weight"
+                f" {stage['distill_weight']:g} beside the labels (`python -m training.train --teacher`)"
+            )
+        lines += "."
+    return lines + " Calibration and the threshold are fitted on the final weights."
 
 
 def interpolation_line(config: dict[str, Any]) -> str:
-    """The card's sentences on ``training.interpolate``, when the run was interpolated or a soup."""
+    """The card's sentences on ``training.interpolate``, when the run was interpolated or a soup.
+
+    A run trained on from a soup (:func:`continued_from_soup`) describes that soup.
+    """
+    config, after = continued_from_soup(config)
     interpolation = config.get("interpolation") or {}
     alpha = interpolation.get("alpha")
     members = soup_members(config)
@@ -518,8 +567,8 @@ def interpolation_line(config: dict[str, Any]) -> str:
             )
         lines += (
             f"\nThe weights are {how}: {parts}, runs of "
-            "the same backbone and encoding trained on the mixes below (stages A1, A2... are run A's); "
-            "calibration and the threshold are fitted on the soup."
+            "the same backbone and encoding trained on the mixes below (stages A1, A2... are run A's)"
+            + ("." if after else "; calibration and the threshold are fitted on the soup.")
         )
     if alpha is None or alpha == 1:  # 1: the fine-tuned weights as they are, calibration re-fitted
         return lines
@@ -531,6 +580,7 @@ def interpolation_line(config: dict[str, Any]) -> str:
 
 def ensemble_line(config: dict[str, Any]) -> str:
     """The card's sentences on an output ensemble (``--ensemble-with``) and recovered members."""
+    config = continued_from_soup(config)[0]
     lines = ""
     members = soup_members(config)
     if config.get("ensemble"):
@@ -761,6 +811,7 @@ def write_shared_prefix_bundle(
             data_rows="\n".join(rows),
             stage_line=STAGE_LINE
             if any(len(training_stages(member)) > 1 for _, _, member in soup_members(config))
+            or continued_from_soup(config)[1]
             else "",
             schedule_lines=schedule_lines(config),
             dev_table="\n".join(table),
@@ -768,6 +819,7 @@ def write_shared_prefix_bundle(
             head_line=HEAD_LINES[config.get("head", "linear")]
             + interpolation_line(config)
             + ensemble_line(config)
+            + distillation_line(config)
             + similarity_line(similarity)
             + views_line(args.last_turn_weight),
         )

@@ -141,3 +141,26 @@ def test_max_seconds_ends_training_early_and_stop_at_replays_it(run, sugar, tmp_
          "--out", str(tmp_path / "replayed"), *SMALL]
     )  # fmt: skip
     assert (result["steps"], result["planned_steps"]) == (1, 3)
+
+
+def test_the_model_card_lists_the_soup_members_then_the_distilled_stage(run, sugar, tmp_path):
+    from export.shared_prefix import distillation_line, interpolation_line, schedule_lines
+    from training import interpolate, train
+
+    other = shifted_copy(run, tmp_path / "other", 1.0)
+    soup = tmp_path / "soup"
+    interpolate.main(["--run", str(run), "--with", f"{other}:0.5", "--alpha", "1", "--out", str(soup)])
+    out = tmp_path / "student"
+    train.main(
+        ["--data", str(sugar), "--init", str(soup), "--teacher", f"{run}:0.5", "--teacher", f"{other}:0.5",
+         "--distill-weight", "0.7", "--max-steps", "1", "--out", str(out), *SMALL]
+    )  # fmt: skip
+    config = json.loads((out / "config.json").read_text())
+    stages = [line.split(":")[0] for line in schedule_lines(config).splitlines()]
+    assert stages == ["- stage A1", "- stage B1", "- stage S1"]
+    line = distillation_line(config)
+    assert "0.5 x run A's + 0.5 x run B's logits" in line and "weight 0.7" in line
+    # The soup is described, but calibration was fitted after the last stage, not on the soup.
+    assert "0.5 x run A + 0.5 x run B" in interpolation_line(config)
+    assert "fitted on the soup" not in interpolation_line(config)
+    assert distillation_line(json.loads((soup / "config.json").read_text())) == ""
