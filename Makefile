@@ -57,9 +57,9 @@ MIX2 ?= --data $(DATA)/sugar.jsonl:2 --data $(DATA)/topical-chat-entity-fact.jso
 	--seed 14 --lr 2e-5 --max-steps 300 --precision auto
 # The open-domain branch: a stage 1 on two passes over the Topical-Chat train lists (25 times the
 # first mix's share, 7,927 steps: about 6 minutes on an H200, hours on 2 CPU cores), then the same
-# stage 2. The shipped weights are the even soup of the two branches' stage-2 runs (README
-# "Training": the open-domain run alone loses DailyDialog++'s adversarial replies and the
-# customer-service requests; the soup keeps most of both).
+# stage 2. The even soup of the two branches' stage-2 runs (README "Training": the open-domain run
+# alone loses DailyDialog++'s adversarial replies and the customer-service requests; the soup keeps
+# most of both) is where the shipped ranker's distillation starts (DISTILL, below).
 OPEN_TUNED ?= runs/ranker-open-tuned
 OPEN_RUN ?= runs/ranker-open
 SOUP ?= runs/ranker-soup
@@ -148,7 +148,8 @@ EXPORT_ARGS ?=
 # Convert the shared data to ranking lists, train the shared-prefix ranker on the first mix, then
 # on the second from there; the same two stages with the open-domain first mix (or, OPEN=recover,
 # that run from the shipped soups); the even soup of the two (training.interpolate toward the fresh
-# model did not pay, see README "Training"; ENSEMBLE_SHARE: their output ensemble instead), export
+# model did not pay, see README "Training"), trained on toward the two runs' output ensemble
+# (DISTILL=no: the soup as it is; ENSEMBLE_SHARE: the output ensemble itself, two encoders), export
 # the graphs (fp32, dynamic, blockwise and static int8, measured side by side; the fastest that
 # holds dev P@1 and fits 60 MB ships), then evaluate per domain on held-out lists (DailyDialog++:
 # evaluation only), writing the tables into the model card, and on SUGAR by the paper's protocol
