@@ -618,6 +618,9 @@ def stage_schedule(config: dict[str, Any]) -> str:
     """One line on how a stage trained: its length, learning rate, batch, seed and precision."""
     epochs, steps = config["epochs"], config["max_steps"]
     length = f"{steps} step{'s' * (steps != 1)}" if steps else f"{epochs} epoch{'s' * (epochs != 1)}"
+    taken, planned = config.get("steps_taken"), config.get("planned_steps")
+    if taken is not None and planned is not None and taken < planned:  # --max-seconds or --stop-at
+        length = f"the first {taken} of the {planned} steps of {length}"
     # Runs from before --precision trained in fp32.
     precision = config.get("training_precision", "fp32")
     device = config.get("device", "cpu")

@@ -602,6 +602,9 @@ def main(argv: list[str] | None = None) -> dict:
         "backbone": init["backbone"] if init else backbone_label(args.backbone),
         "init": {"run": args.init, "config": init} if init else None,
         "teacher": teachers.configs if teachers else None,
+        # What the schedule planned and what ran (they differ when --max-seconds or --stop-at ended it).
+        "planned_steps": total,
+        "steps_taken": step,
         "encoding": encoding_of(args, pair),
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))

@@ -141,6 +141,10 @@ def test_max_seconds_ends_training_early_and_stop_at_replays_it(run, sugar, tmp_
          "--out", str(tmp_path / "replayed"), *SMALL]
     )  # fmt: skip
     assert (result["steps"], result["planned_steps"]) == (1, 3)
+    from export.shared_prefix import stage_schedule
+
+    config = json.loads((tmp_path / "replayed" / "config.json").read_text())
+    assert stage_schedule(config).startswith("the first 1 of the 3 steps of 3 steps,")
 
 
 def test_the_model_card_lists_the_soup_members_then_the_distilled_stage(run, sugar, tmp_path):
