@@ -20,7 +20,6 @@ order. ``training.train`` adds ``(1 - w) x`` its label loss to ``w x`` this.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from pathlib import Path
 import torch
 
 from training.ranking_data import DataError
-from training.shared_prefix import load_run_for_scoring
+from training.shared_prefix import finished_run_config, load_run_for_scoring
 
 
 @dataclass(frozen=True)
@@ -59,10 +58,7 @@ class Ensemble:
         self.members: list[tuple[torch.nn.Module, float]] = []
         self.configs: list[dict] = []
         for t in teachers:
-            config_file = t.run / "config.json"
-            if not config_file.is_file() or not (t.run / "ranker" / "head.pt").is_file():
-                raise DataError(f"--teacher {t.run}: not a finished run (needs config.json and ranker/)")
-            config = json.loads(config_file.read_text())
+            config = finished_run_config(t.run, "--teacher")
             if config.get("layout", "shared-prefix") != "shared-prefix" or config["encoding"] != encoding:
                 raise DataError(
                     f"--teacher {t.run}: encoded as {config['encoding']}, the student as {encoding}; "

@@ -30,6 +30,7 @@ import torch
 from transformers import AutoModel
 
 from service.list_encoding import PAD_SEGMENT, PREFIX_SEGMENT, EncodedList, ListEncoder
+from training.ranking_data import DataError
 
 INPUT_NAMES = ("input_ids", "token_type_ids", "position_ids", "segment_ids")
 OUTPUT_NAME = "token_logits"
@@ -212,6 +213,16 @@ def run_encoder(run: str | Path, config: dict) -> ListEncoder:
         max_chunk_tokens=1 << 16,
         max_chunk_candidates=1 if config.get("layout") == "pair" else 1 << 10,
     )
+
+
+def finished_run_config(run: str | Path, option: str) -> dict:
+    """A finished run's ``config.json``; a directory that is not one is refused naming ``option``."""
+    run = Path(run)
+    if not (run / "config.json").is_file() or not (run / "ranker" / "head.pt").is_file():
+        raise DataError(
+            f"{option} {run}: not a finished run directory (needs config.json and ranker/head.pt)"
+        )
+    return json.loads((run / "config.json").read_text())
 
 
 def load_run_for_scoring(run: str | Path) -> tuple[SharedPrefixRanker, ListEncoder]:

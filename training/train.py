@@ -76,6 +76,7 @@ from training.shared_prefix import (
     HEADS,
     SharedPrefixRanker,
     candidate_means,
+    finished_run_config,
     score_requests,
     to_tensors,
 )
@@ -227,9 +228,7 @@ def first_stage(args: argparse.Namespace) -> dict[str, Any] | None:
     if args.backbone is not None:
         raise DataError("--init and --backbone exclude each other: a second stage keeps its first's backbone")
     run = Path(args.init)
-    if not (run / "config.json").is_file() or not (run / "ranker" / "head.pt").is_file():
-        raise DataError(f"--init {run}: not a finished run directory (needs config.json and ranker/head.pt)")
-    config = json.loads((run / "config.json").read_text())
+    config = finished_run_config(run, "--init")
     if config.get("head") != args.head or config.get("layout", "shared-prefix") != args.layout:
         raise DataError(
             f"--init {run}: trained with --head {config.get('head')} --layout {config.get('layout')}; "
@@ -328,6 +327,11 @@ class ListBatch:
         width = max(len(r) for r in rows)
         return torch.stack([torch.nn.functional.pad(r, (0, width - len(r))) for r in rows])
 
+    def present(self) -> torch.Tensor:
+        """(lists, widest list): which entries of :meth:`logits`' rows are candidates."""
+        counts = torch.tensor([sum(s.candidates for s in seqs) for seqs in self.sequences])
+        return torch.arange(int(counts.max()))[None, :] < counts[:, None]
+
 
 def sample_candidates(x: RankingList, n: int, rng: random.Random) -> RankingList:
     """``x`` with at most ``n`` candidates: its appropriate ones first, then sampled negatives.
@@ -374,14 +378,6 @@ class ViewLogits:
         combined[self.multi] = context_views.mean(full[self.multi], logits[self.size :], last_turn_weight)
         return combined
 
-    def present(self, lists: list[RankingList]) -> torch.Tensor:
-        """(rows, widest list): which entries of each view's row are candidates."""
-        rows = [len(x.candidates) for x in lists] + [len(lists[r].candidates) for r in self.multi]
-        mask = torch.zeros(len(rows), max(rows), dtype=torch.bool)
-        for row, n in enumerate(rows):
-            mask[row, :n] = True
-        return mask
-
 
 def label_loss(logits: torch.Tensor, batch: list[RankingList], args) -> torch.Tensor:
     """ListNet over the labels' gains plus pointwise BCE on "appropriate" (candidates padded and masked)."""
@@ -418,7 +414,7 @@ def loss_of(
     if teachers is None:
         return labels
     target = teachers.logits(views.batch.logits)
-    present = views.present(batch).to(logits.device)
+    present = views.batch.present().to(logits.device)
     distilled = distillation_loss(logits, target, present)
     return (1 - args.distill_weight) * labels + args.distill_weight * distilled
 
@@ -547,13 +543,15 @@ def main(argv: list[str] | None = None) -> dict:
     if args.max_steps:
         total = min(total, args.max_steps)
     optimizer, schedule = make_optimizer(model, lr=args.lr, total_steps=total)
+    # --stop-at ends the run early; the schedule still spans every planned step.
+    end = total if args.stop_at is None else min(total, args.stop_at)
     history, best_state, best_score, step = [], None, -1.0, 0
     bar = tqdm(total=total, desc="ranker", unit="step", mininterval=30)
     out_of_time = False
     for epoch, batches in enumerate(epochs, start=1):
         model.train()
         for batch in batches:
-            if step >= total or (args.stop_at is not None and step >= args.stop_at):
+            if step >= end:
                 break
             if args.max_seconds is not None and time.time() - started > args.max_seconds:
                 tqdm.write(f"--max-seconds {args.max_seconds:g}: stopping after {step} of {total} steps")
@@ -572,7 +570,7 @@ def main(argv: list[str] | None = None) -> dict:
         if score > best_score:
             best_score = score
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        if step >= total or out_of_time or (args.stop_at is not None and step >= args.stop_at):
+        if step >= end or out_of_time:
             break
     bar.close()
     if best_state is not None:
