@@ -100,7 +100,8 @@ define BUNDLE_STEPS
 	HF_HUB_OFFLINE=1 $(BIN)/python -m training.interpolate --run $(OPEN_RUN) $(SOUP_ARGS) --out $(SOUP)
 	$(DISTILL_STEP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m export --run $(BUNDLE_RUN) --out $(MODEL_DIR) --threshold-on $(THRESHOLD_ON) \
-		--calibrate-on $(CALIBRATE_ON) --last-turn-weight $(LAST_TURN_WEIGHT) $(BUNDLE_EXPORT_ARGS) $(EXPORT_ARGS)
+		--calibrate-on $(CALIBRATE_ON) --last-turn-weight $(LAST_TURN_WEIGHT) --prior-weight $(PRIOR_WEIGHT) \
+		$(BUNDLE_EXPORT_ARGS) $(EXPORT_ARGS)
 endef
 else
 define BUNDLE_STEPS
@@ -141,6 +142,9 @@ CALIBRATE_ON ?= sugar
 # Multi-turn requests are also scored with their last turn alone, that view's logit averaged in at
 # this weight (service/context_views.py; chosen on dev, README "Training"; 0: one view).
 LAST_TURN_WEIGHT ?= 0.5
+# ... and with no context (the reply's prior), that logit's difference from its dev mean added at
+# this weight (model 2.8.0; chosen on dev, README "Training", the reply's prior; 0: no such view).
+PRIOR_WEIGHT ?= 0.2
 # More export options, e.g. EXPORT_ARGS=--similarity (the untrained encoder's cosine beside the
 # ranker: better against off-topic replies, two thirds of the throughput; README "Training").
 EXPORT_ARGS ?=

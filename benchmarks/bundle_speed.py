@@ -7,9 +7,9 @@ sequence per ONNX Runtime call, two threads), in alternating rounds so that a sl
 machine falls on every bundle alike; the median round is printed with its ratio to the first
 bundle. Two request kinds: situated SUGAR requests with at least 8 statements and 3 candidates,
 and Topical-Chat contexts with 10 candidates (no statements). A bundle with the last-turn view
-(``views.last_turn_weight``) scores a multi-turn request's second view too, as the service does;
-``--without-views`` adds a row for each such bundle scored with one view, so the view's cost is
-measured side by side:
+(``views``) scores a multi-turn request's other views too (its last turn alone, its replies'
+prior), as the service does; ``--without-views`` adds a row for each such bundle scored with one
+view, so the views' cost is measured side by side:
 
     python -m benchmarks.bundle_speed models/dialogue-minilm-l6 --without-views
 
@@ -55,12 +55,12 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         "situated, 3 candidates": dev_sample(args.data / "sugar.jsonl", args.requests, min_statements=8),
         "open chat, 10 candidates": dev_sample(args.data / "topical-chat.jsonl", args.requests),
     }
-    graphs = []  # (row name, session, encoder, last-turn weight)
+    graphs = []  # (row name, session, encoder, view weights)
     for path in args.bundles:
         bundle = load_bundle(path)
         sess, encoder = session(bundle.ranker.path), bundle.pair_encoder()
-        graphs.append((str(path), sess, encoder, bundle.last_turn_weight))
-        if args.without_views and bundle.last_turn_weight > 0:
+        graphs.append((str(path), sess, encoder, bundle.views))
+        if args.without_views and (bundle.views.last_turn > 0 or bundle.views.prior > 0):
             graphs.append((f"{path}, one view", sess, encoder, 0.0))
     results: dict[str, dict[str, float]] = {}
     for kind, lists in kinds.items():

@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     bundle = load_bundle(args.model)
     encoder, sess = bundle.pair_encoder(), session(bundle.ranker.path)
     alone = [dataclasses.replace(x, candidates=(true,)) for x, true, _ in kept]
-    logits = score_lists(sess, encoder, alone, last_turn_weight=bundle.last_turn_weight)
+    logits = score_lists(sess, encoder, alone, views=bundle.views)
     s = np.asarray([z[0] for z in logits], dtype=np.float64)
     g = np.asarray([r for _, _, r in kept])
     agreeing, pairs = ordered_pairs(s, g)

@@ -114,26 +114,29 @@ def score_sequences(
 
 
 def score_lists(
-    sess: ort.InferenceSession, encoder: ListEncoder, lists: Sequence, *, last_turn_weight: float = 0.0
+    sess: ort.InferenceSession,
+    encoder: ListEncoder,
+    lists: Sequence,
+    *,
+    views: context_views.ViewWeights | float = 0.0,
 ) -> list[np.ndarray]:
     """Ranking lists' candidate logits as the service scores them: every situation, every view.
 
     ``lists``: anything with ``context``, ``situations`` and ``candidates`` (``training.ranking_data``'s
-    RankingList); a multi-turn list is scored with its last turn alone too when ``last_turn_weight``
-    is above 0 (:mod:`service.context_views`).
+    RankingList); a multi-turn list is scored with its last turn alone and its reply's prior too as
+    ``views`` asks (a number: the last-turn weight alone; :mod:`service.context_views`).
     """
     out = []
     for x in lists:
-        requests = view_sequences(encoder, x, last_turn_weight)
+        requests = view_sequences(encoder, x, views)
         logits = np.concatenate(score_sequences(sess, encoder, requests))
-        out.append(context_views.combine(logits, len(requests), last_turn_weight))
+        out.append(context_views.combine(logits, len(requests), views))
     return out
 
 
-def view_sequences(encoder: ListEncoder, x, last_turn_weight: float) -> list[list[EncodedList]]:
+def view_sequences(
+    encoder: ListEncoder, x, views: context_views.ViewWeights | float
+) -> list[list[EncodedList]]:
     """A ranking list's sequences, view by view, as the service encodes its request."""
     texts = [c.text for c in x.candidates]
-    return [
-        encoder.encode_request(t, x.situations, texts)
-        for t in context_views.views(x.context, last_turn_weight)
-    ]
+    return [encoder.encode_request(t, x.situations, texts) for t in context_views.views(x.context, views)]

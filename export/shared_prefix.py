@@ -30,7 +30,9 @@ import torch
 from export import onnx_graph, quantize
 from export.checks import score_lists, score_sequences, session
 from export.machine import describe_for_report, read_cpu
+from service import context_views
 from service.calibration import Calibrator
+from service.context_views import ONE_VIEW, ViewWeights
 from service.list_encoding import SIMILARITY_INPUT_NAMES, EncodedList, ListEncoder
 from training import metrics
 from training.backbone import backbone_dir
@@ -70,7 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", required=True, help="model directory to write")
     p.add_argument("--build", default=None, help="where intermediate graphs go (default build/<run name>)")
     p.add_argument("--name", default="dialogue-minilm-l6")
-    p.add_argument("--version", default="2.7.0")
+    p.add_argument("--version", default="2.8.0")
     p.add_argument("--max-p1-loss", type=float, default=0.01, help="dev P@1 a quantised graph may lose")
     p.add_argument(
         "--max-mb", type=float, default=60.0, help="largest graph that may ship (repository budget)"
@@ -119,6 +121,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=0.0,
         help="score a multi-turn request with its last turn alone too, that view's logit averaged in "
         "at this weight (service/context_views.py; 0: one view)",
+    )
+    p.add_argument(
+        "--prior-weight",
+        type=float,
+        default=0.0,
+        help="score a multi-turn request's candidates with no context too (the reply's prior), that "
+        "logit's difference from its mean on the dev lists' multi-turn candidates added at this weight "
+        "(service/context_views.py; 0: no such view)",
     )
     return p.parse_args(argv)
 
@@ -212,7 +222,7 @@ def threshold_on(
     lists: dict[str, list[RankingList]],
     sess,
     encoder: ListEncoder,
-    last_turn_weight: float = 0.0,
+    views: ViewWeights | float = 0.0,
 ) -> dict:
     """``fitted`` with its abstention threshold chosen on the dev lists of ``names`` only.
 
@@ -225,9 +235,7 @@ def threshold_on(
     platt = fitted["maps"]["platt"]
     probs, labels = [], []
     for name in names:
-        probs += [
-            platt(z) for z in score_lists(sess, encoder, lists[name], last_turn_weight=last_turn_weight)
-        ]
+        probs += [platt(z) for z in score_lists(sess, encoder, lists[name], views=views)]
         labels += [[int(c.appropriate) for c in x.candidates] for x in lists[name]]
     threshold, accuracy = metrics.best_abstention_threshold(probs, labels)
     return {**fitted, "threshold": threshold, "abstention_accuracy": accuracy, "threshold_on": names}
@@ -265,13 +273,32 @@ def requests_per_s(sess, requests: list[list[EncodedList]], encoder: ListEncoder
     return len(requests) / (time.perf_counter() - started)
 
 
-def views_speed(sess, encoder: ListEncoder, lists: list[RankingList], last_turn_weight: float) -> dict:
-    """Multi-turn requests per second with one view and with the last-turn view, side by side."""
-    score_lists(sess, encoder, lists[:10], last_turn_weight=last_turn_weight)
+def prior_centre(sess, encoder: ListEncoder, dev: dict[str, list[RankingList]]) -> float:
+    """The reply's-prior view's mean logit over the dev lists' multi-turn candidates.
+
+    The prior's logits run well below the other views' (about -2.5 against -1 on model 2.7.0), so
+    the service adds their difference from this mean: the ranking of a plain weighted mean, at the
+    scale the calibration map and threshold are fitted for.
+    """
+    logits = []
+    for lists in dev.values():
+        for x in lists:
+            if len(x.context) > 1:
+                prior = context_views.views(x.context, ViewWeights(prior=1.0))[-1]
+                request = encoder.encode_request(prior, x.situations, [c.text for c in x.candidates])
+                logits.append(np.concatenate(score_sequences(sess, encoder, [request])))
+    if not logits:
+        raise SystemExit("--prior-weight: the dev lists have no multi-turn request to centre the prior on")
+    return float(np.mean(np.concatenate(logits)))
+
+
+def views_speed(sess, encoder: ListEncoder, lists: list[RankingList], views: ViewWeights) -> dict:
+    """Multi-turn requests per second with one view and with the bundle's views, side by side."""
+    score_lists(sess, encoder, lists[:10], views=views)
     speeds = {}
-    for name, weight in (("one_view", 0.0), ("last_turn_view", last_turn_weight)):
+    for name, weights in (("one_view", ONE_VIEW), ("last_turn_view", views)):
         started = time.perf_counter()
-        score_lists(sess, encoder, lists, last_turn_weight=weight)
+        score_lists(sess, encoder, lists, views=weights)
         speeds[f"{name}_requests_per_s"] = round(len(lists) / (time.perf_counter() - started), 1)
     return {
         "requests": len(lists),
@@ -399,15 +426,20 @@ def main(argv: list[str] | None = None) -> dict:
     print("shipping", shipped, flush=True)
     shipped_logits = logits_by_variant[shipped]
     shipped_sess = session(paths[shipped])
-    if args.last_turn_weight > 0:  # the shipped graph's dev scores as the bundle will serve them
-        shipped_logits = {
-            name: score_lists(shipped_sess, encoder, lists, last_turn_weight=args.last_turn_weight)
-            for name, lists in dev.items()
-        }
+    views = ViewWeights(last_turn=args.last_turn_weight)
+    if args.prior_weight > 0:
+        views = ViewWeights(
+            last_turn=args.last_turn_weight,
+            prior=args.prior_weight,
+            prior_centre=prior_centre(shipped_sess, encoder, dev),
+        )
+        report["views"] = views.to_dict()
+    if args.last_turn_weight > 0 or args.prior_weight > 0:  # dev scores as the bundle will serve them
+        shipped_logits = {n: score_lists(shipped_sess, encoder, x, views=views) for n, x in dev.items()}
         multi_turn = [x for lists in dev.values() for x in lists if len(x.context) > 1]
         multi_turn = random.Random(0).sample(multi_turn, min(args.speed_requests, len(multi_turn)))
-        report["last_turn_view_speed"] = views_speed(shipped_sess, encoder, multi_turn, args.last_turn_weight)
-        print("last-turn view", json.dumps(report["last_turn_view_speed"]), flush=True)
+        report["last_turn_view_speed"] = views_speed(shipped_sess, encoder, multi_turn, views)
+        print("views", json.dumps(report["last_turn_view_speed"]), flush=True)
     fitted = calibrate_on(args.calibrate_on, dev, shipped_logits)
     if args.threshold_on:
         fitted = threshold_on(
@@ -416,7 +448,7 @@ def main(argv: list[str] | None = None) -> dict:
             held,
             shipped_sess,
             encoder,
-            last_turn_weight=args.last_turn_weight,
+            views=views,
         )
     calibrated = calibrated_report(dev, shipped_logits, fitted)
     (build / "export_report.json").write_text(json.dumps(report, indent=2))
@@ -433,6 +465,7 @@ def main(argv: list[str] | None = None) -> dict:
         report=report,
         similarity=similarity,
         inputs=model.input_names,
+        views=views,
     )
     print("dev (shipped graph, calibrated):", json.dumps(calibrated), flush=True)
     print(f"wrote {out}")
@@ -697,16 +730,22 @@ def similarity_line(similarity: dict[str, Any] | None) -> str:
     )
 
 
-def views_line(last_turn_weight: float) -> str:
-    """The card's sentence on the last-turn view, when the bundle has one."""
-    if last_turn_weight <= 0:
+def views_line(views: ViewWeights) -> str:
+    """The card's sentence on the last-turn view and the reply's prior, when the bundle has them."""
+    if views.last_turn <= 0 and views.prior <= 0:
         return ""
-    return (
+    w = views.last_turn
+    line = (
         "\nThe service scores a request of several turns twice, with every turn and with the last turn"
-        f" alone, and averages each candidate's logits at {1 / (1 + last_turn_weight):.2f} /"
-        f" {last_turn_weight / (1 + last_turn_weight):.2f} (`service/context_views.py`); calibration"
-        " and threshold were fitted on scores so made."
+        f" alone, and averages each candidate's logits at {1 / (1 + w):.2f} / {w / (1 + w):.2f}"
     )
+    if views.prior > 0:
+        line += (
+            f"; a third time with no context (the reply's prior), adding {views.prior / (1 + w):.2f} of"
+            f" that logit's difference from {views.prior_centre:.3f}, its mean on the dev lists'"
+            " multi-turn candidates"
+        )
+    return line + " (`service/context_views.py`); calibration and threshold were fitted on scores so made."
 
 
 def machine_line(machine: dict[str, Any] | None) -> str:
@@ -735,6 +774,7 @@ def write_shared_prefix_bundle(
     report: dict[str, Any],
     similarity: dict[str, Any] | None = None,
     inputs: tuple[str, ...] = INPUT_NAMES,
+    views: ViewWeights = ONE_VIEW,
 ) -> Path:
     """Replace ``out`` with the bundle: graph, tokenizer, metadata.json, MODEL_CARD.md."""
     if out.exists():
@@ -772,7 +812,7 @@ def write_shared_prefix_bundle(
             "max_length": encoder.max_length,
         },
         **({"similarity": similarity} if similarity else {}),
-        **({"views": {"last_turn_weight": args.last_turn_weight}} if args.last_turn_weight > 0 else {}),
+        **({"views": views.to_dict()} if views.last_turn > 0 or views.prior > 0 else {}),
         "calibration": fitted["maps"]["platt"].to_dict(),
         "calibration_alternatives": {m: c.to_dict() for m, c in fitted["maps"].items()},
         "threshold": float(fitted["threshold"]),
@@ -824,7 +864,7 @@ def write_shared_prefix_bundle(
             + ensemble_line(config)
             + distillation_line(config)
             + similarity_line(similarity)
-            + views_line(args.last_turn_weight),
+            + views_line(views),
         )
     )
     return out

@@ -10,7 +10,8 @@ A bundle directory holds:
   dynamically quantised graph, whose activation scales are computed over the whole input
   tensor, so that a pair's score never depends on what it was batched with;
 - ``views`` (optional): ``{"last_turn_weight": 0.5}`` scores a multi-turn request a second time
-  with its last turn alone and averages the logits (:mod:`service.context_views`);
+  with its last turn alone and averages the logits; ``prior_weight`` and ``prior_centre`` add a
+  third view, the candidates with no context (:mod:`service.context_views`);
 - the ONNX file(s) and ``tokenizer.json``.
 
 The export CLI (``python -m export``) writes bundles; this module only reads them.
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from service.calibration import Calibrator
+from service.context_views import ONE_VIEW, ViewWeights
 from service.list_encoding import ListEncoder
 from service.tokenization import AnyPairEncoder, PairEncoder, TemplatePairEncoder
 
@@ -78,8 +80,13 @@ class ModelBundle:
     metadata: dict[str, Any]
     #: Pairs per backend call the model needs for batch-invariant scores (None: any batch).
     serving_sub_batch_pairs: int | None = None
-    #: The last-turn view's weight (0: one view); calibration and threshold were fitted with it.
-    last_turn_weight: float = 0.0
+    #: The extra context views' weights (none: one view); calibration and threshold were fitted with them.
+    views: ViewWeights = ONE_VIEW
+
+    @property
+    def last_turn_weight(self) -> float:
+        """The last-turn view's weight (0: not scored)."""
+        return self.views.last_turn
 
     @property
     def model_id(self) -> str:
@@ -180,7 +187,7 @@ def load_bundle(directory: str | Path) -> ModelBundle:
             selector=selector,
             metadata=meta,
             serving_sub_batch_pairs=int(meta.get("serving", {}).get("sub_batch_pairs", 0)) or None,
-            last_turn_weight=float((meta.get("views") or {}).get("last_turn_weight", 0.0)),
+            views=_view_weights(meta_path, meta.get("views")),
         )
     except (KeyError, TypeError, ValueError) as e:
         if isinstance(e, BundleError):
@@ -188,6 +195,12 @@ def load_bundle(directory: str | Path) -> ModelBundle:
         raise BundleError(f"{meta_path}: malformed metadata ({e!r})") from e
     if not 0.0 <= bundle.threshold <= 1.0:
         raise BundleError(f"{meta_path}: threshold {bundle.threshold} is not in [0, 1]")
-    if not 0.0 <= bundle.last_turn_weight < float("inf"):
-        raise BundleError(f"{meta_path}: views.last_turn_weight {bundle.last_turn_weight} is not >= 0")
     return bundle
+
+
+def _view_weights(meta_path: Path, views: dict[str, Any] | None) -> ViewWeights:
+    """The bundle's ``views``, refused by name when a weight is negative or not a number."""
+    try:
+        return ViewWeights.from_dict(views)
+    except ValueError as e:
+        raise BundleError(f"{meta_path}: views.{e}") from None

@@ -161,8 +161,8 @@ class Ranker:
                 [c.text for c in query.candidates],
             )
         scored = [i for i, reason in enumerate(reasons) if reason is None or query.mask_mode is MaskMode.SOFT]
-        weight = self.bundle.last_turn_weight if self.settings.last_turn_view else 0.0
-        views = context_views.views(query.turns, weight)
+        weights = self.bundle.views if self.settings.last_turn_view else context_views.ONE_VIEW
+        views = context_views.views(query.turns, weights)
         ranker_s, selector_s = self._work(query, len(scored) * len(views))
         admit(
             wait_s=self.backlog.seconds + ranker_s + selector_s,
@@ -199,7 +199,7 @@ class Ranker:
                             {tracing.PAIRS: len(pairs), tracing.TOKENS: sum(len(p) for p in pairs)}
                         )
                     logits = context_views.combine(
-                        await self.batcher.score(pairs, deadline=deadline), len(views), weight
+                        await self.batcher.score(pairs, deadline=deadline), len(views), weights
                     )
         except TimeoutError:
             raise BackendTimeout(f"no scores within {timeout:g} s") from None

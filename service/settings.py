@@ -222,8 +222,8 @@ class RankingSettings(BaseModel):
     last_turn_view: bool = Field(
         True,
         description="Where the bundle asks for it, score a multi-turn request a second time with its last "
-        "turn alone and average the logits (better against replies that echo earlier turns; off: one "
-        "pass, faster on multi-turn requests).",
+        "turn alone (and a third with no context, the reply's prior) and combine the logits (better "
+        "against replies that echo earlier turns; off: one pass, faster on multi-turn requests).",
     )
 
 

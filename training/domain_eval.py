@@ -117,7 +117,7 @@ class ListScorer:
         if self.bundle.shared_prefix:  # every situation to the ranker, one sequence per call per view
             encoder = self.bundle.pair_encoder()
             assert isinstance(encoder, ListEncoder)
-            logits = score_lists(self.ranker, encoder, lists, last_turn_weight=self.bundle.last_turn_weight)
+            logits = score_lists(self.ranker, encoder, lists, views=self.bundle.views)
             return [np.asarray(self.bundle.calibration(z)) for z in logits]
         statements = self.statements(lists)
         groups = [

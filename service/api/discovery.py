@@ -7,6 +7,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from service.api.dependencies import RuntimeDep
+from service.context_views import ONE_VIEW
 from service.runtime import ServedModel
 
 
@@ -35,6 +36,11 @@ class ModelOut(BaseModel):
         description="A multi-turn request is also scored with its last turn alone, that logit averaged "
         "in at this weight (0: one view, also when the service's ranking.last_turn_view is off)."
     )
+    prior_weight: float = Field(
+        description="A multi-turn request is also scored with no context (the reply's prior), that "
+        "logit's difference from prior_centre added at this weight (0: no such view)."
+    )
+    prior_centre: float
 
 
 class ModelsOut(BaseModel):
@@ -49,6 +55,7 @@ router = APIRouter(tags=["discovery"])
 
 def _describe(served: ServedModel, *, default: bool) -> ModelOut:
     bundle = served.bundle
+    views = bundle.views if served.ranker.settings.last_turn_view else ONE_VIEW
     return ModelOut(
         id=served.name,
         default=default,
@@ -59,7 +66,9 @@ def _describe(served: ServedModel, *, default: bool) -> ModelOut:
         calibration=bundle.calibration.to_dict(),
         threshold=bundle.threshold,
         selector=served.ranker.selector is not None,
-        last_turn_weight=bundle.last_turn_weight if served.ranker.settings.last_turn_view else 0.0,
+        last_turn_weight=views.last_turn,
+        prior_weight=views.prior,
+        prior_centre=views.prior_centre,
     )
 
 

@@ -127,9 +127,11 @@ MULTI_TURN = {
 async def test_a_multi_turn_request_is_also_scored_with_its_last_turn_alone(
     model_dir: Path, copies: int
 ) -> None:
-    """Each logit is the bundle's weighted mean of the full context's and the last turn's, also when
-    a long list is cut into several sequences per view."""
-    weight = load_bundle(model_dir).last_turn_weight
+    """Each logit is the bundle's weighted mean of the full context's and the last turn's, plus its
+    weight of the reply's prior (the candidates after a bare "." turn) less the prior's centre, also
+    when a long list is cut into several sequences per view."""
+    views = load_bundle(model_dir).views
+    weight = views.last_turn
     if weight <= 0:
         pytest.skip(f"{model_dir} scores one view (metadata has no views.last_turn_weight)")
     request = {
@@ -137,9 +139,11 @@ async def test_a_multi_turn_request_is_also_scored_with_its_last_turn_alone(
         "candidates": [f"{text} ({n})" for n in range(copies) for text in MULTI_TURN["candidates"]],
     }
     last_only = {**request, "context": request["context"][-1:]}
+    bare = {**request, "context": [{**request["context"][-1], "text": "."}]}
     async with serve_in_process(create_app(settings(model_dir))) as client:
         both = (await client.post("/rank", json=request)).json()
         last = (await client.post("/rank", json=last_only)).json()
+        prior = (await client.post("/rank", json=bare)).json()
     off = settings(model_dir, ranking={"last_turn_view": False})
     async with serve_in_process(create_app(off)) as client:
         full = (await client.post("/rank", json=request)).json()
@@ -148,7 +152,8 @@ async def test_a_multi_turn_request_is_also_scored_with_its_last_turn_alone(
         by_id = {int(entry["id"]): entry["logit"] for entry in body["ranking"]}
         return np.array([by_id[i] for i in range(len(request["candidates"]))])
 
-    np.testing.assert_allclose(logits(both), (logits(full) + weight * logits(last)) / (1 + weight), atol=2e-3)
+    expected = logits(full) + weight * logits(last) + views.prior * (logits(prior) - views.prior_centre)
+    np.testing.assert_allclose(logits(both), expected / (1 + weight), atol=2e-3)
     assert np.max(np.abs(logits(both) - logits(full))) > 0.05, "the last-turn view changed nothing"
 
 

@@ -218,3 +218,34 @@ async def test_a_multi_turn_request_gets_the_bundle_s_last_turn_view(tmp_path: P
     }
     assert logits["full"] == {"a": 4.0, "b": 3.0} and logits["alone"] == {"a": 1.0, "b": 0.0}
     assert logits["views"] == pytest.approx({"a": (4.0 + 0.5 * 1.0) / 1.5, "b": (3.0 + 0.5 * 0.0) / 1.5})
+
+
+async def test_a_bundle_with_the_reply_s_prior_scores_a_third_view_with_no_context(tmp_path: Path) -> None:
+    """The prior's logit enters as its difference from the bundle's centre; one turn: still one view."""
+    bundle = write_fake_bundle(tmp_path / "prior")
+    meta = json.loads((bundle / "metadata.json").read_text())
+    views = {"last_turn_weight": 0.5, "prior_weight": 0.2, "prior_centre": -1.0}
+    (bundle / "metadata.json").write_text(json.dumps({**meta, "views": views}))
+    score = word_scores(bundle, {"coffee": 3.0, "tea": 2.0, "sure": 1.0})
+    body = {
+        "context": [
+            {"speaker": "user", "text": "could you make some coffee"},
+            {"speaker": "bot", "text": "sorry the machine is broken"},
+            {"speaker": "user", "text": "tea please"},
+        ],
+        "candidates": [{"id": "a", "text": "sure"}, {"id": "b", "text": "no"}],
+    }
+    async with serve_in_process(app_with(bundle, score)) as client:
+        three = (await client.post("/rank", json=body)).json()
+        one_turn = (await client.post("/rank", json={**body, "context": body["context"][-1:]})).json()
+        listing = (await client.get("/v1/models")).json()
+    logits = {
+        name: {r["id"]: r["logit"] for r in b["ranking"]} for name, b in [("3", three), ("1", one_turn)]
+    }
+    # full: coffee + tea (+ sure); last turn: tea (+ sure); prior ("."): sure only.
+    full, last, prior = {"a": 6.0, "b": 5.0}, {"a": 3.0, "b": 2.0}, {"a": 1.0, "b": 0.0}
+    assert logits["3"] == pytest.approx(
+        {k: (full[k] + 0.5 * last[k] + 0.2 * (prior[k] + 1.0)) / 1.5 for k in full}
+    )
+    assert logits["1"] == last
+    assert listing["data"][0] | views == listing["data"][0]
