@@ -7,8 +7,10 @@ split), Topical-Chat entity-fact dev (300), SUGAR test and DailyDialog++ dev wit
 graph under four contexts: every turn, the last turn alone, none (a bare "." turn: the reply's
 own prior) and the last two turns. Then it prints P@1, MRR and, for DailyDialog++, the
 within-context AUC against adversarial and random replies, for each view and for weighted means
-of their logits (the view weights the bundle could carry in ``views.last_turn_weight``). Ranks
-only: no calibration is involved. About 8 minutes on 2 cores.
+of their logits (the view weights the bundle could carry in ``views``). A one-turn list is scored
+with every turn alone, as the service scores it (before model 2.8.0 the mixes with the prior
+scored one-turn lists with it too: the SUGAR column of the 2.6.0 table). Ranks only: no calibration
+is involved. About 8 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ MIXES = (
     (0, 0, 0, 1),
     *((1, last, 0, 0) for last in (0.25, 0.5, 0.75, 1)),  # the last-turn view's weight
     (1, 0, 0.25, 0),
-    *((1, 0.5, prior, 0) for prior in (0.1, 0.2, 0.3)),  # a little of the reply's prior beside it
+    *((1, 0.5, prior, 0) for prior in (0.1, 0.15, 0.2, 0.25, 0.3)),  # a little of the reply's prior
+    (1, 0.75, 0.2, 0),
     (1, 1, 0.5, 0),
     *((1, 0, 0, two) for two in (0.5, 1)),  # the last two turns instead of the last one
     (1, 0.25, 0, 0.25),
@@ -100,7 +103,10 @@ def main(argv: list[str] | None = None) -> None:
         turns = np.mean([len(x.context) for x in lists])
         print(f"{name}: {len(lists)} lists, {turns:.2f} turns on average", flush=True)
         for mix in MIXES:
-            mixed = [sum(w * z for w, z in zip(mix, zs, strict=True)) for zs in zip(*views, strict=True)]
+            mixed = [
+                sum(w * z for w, z in zip(mix, zs, strict=True)) if len(x.context) > 1 else zs[0]
+                for x, zs in zip(lists, zip(*views, strict=True), strict=True)
+            ]
             label = " + ".join(f"{w:g} {v}" for w, v in zip(mix, VIEWS, strict=True) if w)
             print(f"  {label}: {line(lists, mixed)}", flush=True)
 

@@ -192,6 +192,17 @@ async def test_the_selector_keeps_min_keep_statements_when_none_pass(tmp_path: P
     assert selected["statements_used"] == [1]
 
 
+#: A multi-turn request whose earlier turn and last turn name different words to score.
+COFFEE_THEN_TEA = {
+    "context": [
+        {"speaker": "user", "text": "could you make some coffee"},
+        {"speaker": "bot", "text": "sorry the machine is broken"},
+        {"speaker": "user", "text": "tea please"},
+    ],
+    "candidates": [{"id": "a", "text": "sure"}, {"id": "b", "text": "no"}],
+}
+
+
 async def test_a_multi_turn_request_gets_the_bundle_s_last_turn_view(tmp_path: Path) -> None:
     """Each logit is (full context + weight x last turn alone) / (1 + weight); one turn: one view."""
     bundle = write_fake_bundle(tmp_path / "views")
@@ -199,14 +210,7 @@ async def test_a_multi_turn_request_gets_the_bundle_s_last_turn_view(tmp_path: P
     (bundle / "metadata.json").write_text(json.dumps({**meta, "views": {"last_turn_weight": 0.5}}))
     # "coffee" in an earlier turn lifts every candidate in the full view only; "sure" lifts one.
     score = word_scores(bundle, {"coffee": 3.0, "sure": 1.0})
-    body = {
-        "context": [
-            {"speaker": "user", "text": "could you make some coffee"},
-            {"speaker": "bot", "text": "sorry the machine is broken"},
-            {"speaker": "user", "text": "tea please"},
-        ],
-        "candidates": [{"id": "a", "text": "sure"}, {"id": "b", "text": "no"}],
-    }
+    body = COFFEE_THEN_TEA
     async with serve_in_process(app_with(bundle, score)) as client:
         views = (await client.post("/rank", json=body)).json()
         alone = (await client.post("/rank", json={**body, "context": body["context"][-1:]})).json()
@@ -227,14 +231,7 @@ async def test_a_bundle_with_the_reply_s_prior_scores_a_third_view_with_no_conte
     views = {"last_turn_weight": 0.5, "prior_weight": 0.2, "prior_centre": -1.0}
     (bundle / "metadata.json").write_text(json.dumps({**meta, "views": views}))
     score = word_scores(bundle, {"coffee": 3.0, "tea": 2.0, "sure": 1.0})
-    body = {
-        "context": [
-            {"speaker": "user", "text": "could you make some coffee"},
-            {"speaker": "bot", "text": "sorry the machine is broken"},
-            {"speaker": "user", "text": "tea please"},
-        ],
-        "candidates": [{"id": "a", "text": "sure"}, {"id": "b", "text": "no"}],
-    }
+    body = COFFEE_THEN_TEA
     async with serve_in_process(app_with(bundle, score)) as client:
         three = (await client.post("/rank", json=body)).json()
         one_turn = (await client.post("/rank", json={**body, "context": body["context"][-1:]})).json()
