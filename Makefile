@@ -65,7 +65,7 @@ OPEN_RUN ?= runs/ranker-open
 SOUP ?= runs/ranker-soup
 OPEN_MIX ?= --data $(DATA)/sugar.jsonl:2 --data $(DATA)/topical-chat.jsonl:2 --precision auto
 SOUP_ARGS ?= --with $(RUN):0.5 --alpha 1 --alphas 1
-# The shipped ranker (model 2.7.0) is the soup trained further toward the two branches' output
+# The shipped ranker (models 2.7.0 and 2.8.0) is the soup trained further toward the two branches' output
 # ensemble (their logits at 0.5 each, per view) beside the labels (training.train --teacher; README
 # "Training", "Distilling the output ensemble"): 461 steps of 16 lists, the schedule planned for
 # the mix's 527 (a lent H200's time ended it there; --stop-at replays it). DISTILL=no exports the

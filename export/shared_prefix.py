@@ -735,15 +735,18 @@ def views_line(views: ViewWeights) -> str:
     if views.last_turn <= 0 and views.prior <= 0:
         return ""
     w = views.last_turn
-    line = (
-        "\nThe service scores a request of several turns twice, with every turn and with the last turn"
-        f" alone, and averages each candidate's logits at {1 / (1 + w):.2f} / {w / (1 + w):.2f}"
-    )
-    if views.prior > 0:
-        line += (
-            f"; a third time with no context (the reply's prior), adding {views.prior / (1 + w):.2f} of"
-            f" that logit's difference from {views.prior_centre:.3f}, its mean on the dev lists'"
-            " multi-turn candidates"
+    if views.prior <= 0:
+        line = (
+            "\nThe service scores a request of several turns twice, with every turn and with the last"
+            f" turn alone, and averages each candidate's logits at {1 / (1 + w):.2f} / {w / (1 + w):.2f}"
+        )
+    else:
+        line = (
+            "\nThe service scores a request of several turns three times, with every turn, with the last"
+            " turn alone and with no context (the reply's prior): each candidate's logit is"
+            f" {1 / (1 + w):.2f} / {w / (1 + w):.2f} of the first two plus {views.prior / (1 + w):.2f} of"
+            f" the third's difference from {views.prior_centre:.3f}, its mean on the dev lists' multi-turn"
+            " candidates"
         )
     return line + " (`service/context_views.py`); calibration and threshold were fitted on scores so made."
 

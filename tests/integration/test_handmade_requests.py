@@ -4,16 +4,18 @@ Written by hand (not from any dataset): situated requests, open chat turns from 
 generators, and customer-service turns with an intent. Each case asserts that the person's pick
 ranks first through ``POST /rank`` on the real model (ONNX Runtime, in process).
 
-The service with model 2.7.0 gets 17 of the 20 right: 2.6.0's 16 and the cancellation request (2.6.0
-got 16, as 2.5.1 did (the same graph; the seven multi-turn requests rank the same with its last-turn
-view): 15 by the model, and 1 more because the repeat mask (``ranking.mask_repeats``, on by default)
-removes a candidate that says a turn of the conversation again; 2.5.0, the same weights in a coarser
-int8 graph, got 17: 16 and 1, the extra one the dinner request, which the fp32 graph misses as 2.5.1
-does; 2.4.0 got 18: 12 by the model, 6 by the mask; 2.3.1 got 16: 12 and 4; 2.2.0 got 16: 8 and 8;
-2.1.0 got 14: 11 and 3; model 2.0.0 got 12 without the mask, and of the first 13 cases 2.0.0 got 8
-and 1.1.0 got 3)). Its misses are listed in ``KNOWN_MISSES`` and marked strict xfail: they are
-asserted like the others, reported as expected failures, and a model that gets one right makes that
-case fail until the list is updated, so the count in the README stays true.
+The service with model 2.8.0 gets 17 of the 20 right, as 2.7.0 did (the same graph: the reply's
+prior moves only the multi-turn requests' scores, none of their picks): 2.6.0's 16 and the
+cancellation request (2.6.0 got 16, as 2.5.1 did (the same graph; the seven multi-turn requests rank
+the same with its last-turn view): 15 by the model, and 1 more because the repeat mask
+(``ranking.mask_repeats``, on by default) removes a candidate that says a turn of the conversation
+again; 2.5.0, the same weights in a coarser int8 graph, got 17: 16 and 1, the extra one the dinner
+request, which the fp32 graph misses as 2.5.1 does; 2.4.0 got 18: 12 by the model, 6 by the mask;
+2.3.1 got 16: 12 and 4; 2.2.0 got 16: 8 and 8; 2.1.0 got 14: 11 and 3; model 2.0.0 got 12 without
+the mask, and of the first 13 cases 2.0.0 got 8 and 1.1.0 got 3)). Its misses are listed in
+``KNOWN_MISSES`` and marked strict xfail: they are asserted like the others, reported as expected
+failures, and a model that gets one right makes that case fail until the list is updated, so the
+count in the README stays true.
 """
 
 from __future__ import annotations
@@ -273,7 +275,7 @@ CASES = [
 ]
 
 
-#: Cases the service with model 2.7.0 gets wrong (the person's pick is not first), and whether the
+#: Cases the service with model 2.8.0 (and 2.7.0) gets wrong (the person's pick is not first), and whether the
 #: service abstains on the hot-room request. Update with the README's count when the model changes.
 #: (2.6.0 and 2.5.1 also missed "service-cancel".)
 KNOWN_MISSES = {
@@ -281,10 +283,10 @@ KNOWN_MISSES = {
     "late-for-meeting",
     "dinner-allergy",
 }
-#: 2.7.0 ranks the window first at 0.698, over the bundle's threshold (0.413), with "Pizza is
-#: great." second at 0.421 (2.6.0: 0.733 over 0.432 and 0.607; 2.5.1: the same, threshold 0.426;
-#: 2.5.0: 0.751 over 0.375 and 0.591; 2.4.0: 0.629 over 0.607 and 0.618; 2.3.1 ranked it first at
-#: 0.626, under its threshold, 0.633.)
+#: 2.8.0 ranks the window first at 0.698, over the bundle's threshold (0.438; 2.7.0: the same scores
+#: over 0.413), with "Pizza is great." second at 0.421 (2.6.0: 0.733 over 0.432 and 0.607; 2.5.1:
+#: the same, threshold 0.426; 2.5.0: 0.751 over 0.375 and 0.591; 2.4.0: 0.629 over 0.607 and 0.618;
+#: 2.3.1 ranked it first at 0.626, under its threshold, 0.633.)
 HOT_ROOM_ABSTAINS = False
 
 
@@ -292,7 +294,7 @@ def _with_known_misses(cases):
     marked = []
     for case in cases:
         if case.id in KNOWN_MISSES:
-            reason = "model 2.7.0 does not rank the person's pick first"
+            reason = "model 2.8.0 does not rank the person's pick first"
             case = pytest.param(*case.values, id=case.id, marks=pytest.mark.xfail(strict=True, reason=reason))
         marked.append(case)
     return marked
