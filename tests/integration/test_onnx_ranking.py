@@ -157,6 +157,40 @@ async def test_a_multi_turn_request_is_also_scored_with_its_last_turn_alone(
     assert np.max(np.abs(logits(both) - logits(full))) > 0.05, "the last-turn view changed nothing"
 
 
+async def test_the_export_centres_the_prior_where_the_service_scores_it(model_dir: Path) -> None:
+    """``export --prior-weight``: the centre is the mean logit the service gives the dev lists'
+    multi-turn candidates after a bare "." turn; a one-turn list does not count."""
+    pytest.importorskip("torch", reason="the exporter needs the training extras (torch)")
+    from export.checks import session
+    from export.shared_prefix import prior_centre, views_line
+    from service.context_views import ViewWeights
+    from training.ranking_data import Candidate, RankingList
+
+    bundle = load_bundle(model_dir)
+    if not bundle.shared_prefix:
+        pytest.skip(f"{model_dir} is not a shared-prefix bundle")
+    turns = tuple(Turn(t["speaker"], t["text"]) for t in MULTI_TURN["context"])
+    candidates = tuple(Candidate(text, 0) for text in MULTI_TURN["candidates"])
+    lists = [
+        RankingList(context=turns, candidates=candidates, group="a"),
+        RankingList(context=turns[:2], candidates=candidates[:2], group="b"),
+        RankingList(context=turns[:1], candidates=(Candidate("Never mind.", 0),), group="one-turn"),
+    ]
+    centre = prior_centre(session(bundle.ranker.path), bundle.pair_encoder(), {"dev": lists})
+    served = []
+    async with serve_in_process(create_app(settings(model_dir))) as client:
+        for x in lists[:2]:
+            bare = [{"speaker": x.context[-1].speaker, "text": "."}]
+            body = {"context": bare, "candidates": [c.text for c in x.candidates]}
+            served += [entry["logit"] for entry in (await client.post("/rank", json=body)).json()["ranking"]]
+    assert len(served) == 6
+    assert centre == pytest.approx(float(np.mean(served)), abs=2e-3)
+    with pytest.raises(SystemExit, match="--prior-weight"):
+        prior_centre(session(bundle.ranker.path), bundle.pair_encoder(), {"dev": lists[2:]})
+    line = views_line(ViewWeights(last_turn=0.5, prior=0.2, prior_centre=centre))
+    assert "three times" in line and "0.13 of the third's difference" in line and f"{centre:.3f}" in line
+
+
 async def test_abcd_guideline_masks_on_the_real_model(model_dir: Path, abcd_kb: Path) -> None:
     body = {
         "context": [{"speaker": "customer", "text": "I forgot my password."}],
