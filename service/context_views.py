@@ -16,13 +16,14 @@ Why the prior: many adversarial replies are odd sentences whatever the context; 
 score with no context says so. On model 2.7.0's graph, prior weight 0.2 beside the last turn's
 0.5 took DailyDialog++ dev AUC against adversarial replies from 0.786 to 0.801 (P@1 0.810 to 0.825)
 for 0.013 of Topical-Chat test R@1 (README "Training", the reply's prior). The prior's logits
-run low (about -2.5 against -1 for the full context), so they enter as their difference from
-``prior_centre``, their mean on Topical-Chat dev candidates: the ranking is that of the plain
-weighted mean, and the scores keep the scale the calibration map was fitted for.
+run low (about -2.8 against -1 for the full context), so they enter as their difference from
+``prior_centre``, their mean on the export's dev lists' multi-turn candidates: the ranking is that
+of the plain weighted mean, and the scores keep the scale the calibration map was fitted for.
 
 A request of one turn has one view (the others would read the same turn or, for the prior,
 change SUGAR-style situated requests, which it was not chosen for), so it costs nothing; a
-multi-turn request costs a second, shorter pass, and a third of its candidates alone. Equal
+multi-turn request costs a second, shorter pass, and a third of its candidates after a bare turn
+(with a prior, the last-turn view is scored even at weight 0: views are read by position). Equal
 logits in every view give the same logit back (with a zero centre), so a one-turn request's
 calibration still fits.
 """
