@@ -65,11 +65,11 @@ OPEN_RUN ?= runs/ranker-open
 SOUP ?= runs/ranker-soup
 OPEN_MIX ?= --data $(DATA)/sugar.jsonl:2 --data $(DATA)/topical-chat.jsonl:2 --precision auto
 SOUP_ARGS ?= --with $(RUN):0.5 --alpha 1 --alphas 1
-# The shipped ranker (models 2.7.0 and 2.8.0) is the soup trained further toward the two branches' output
-# ensemble (their logits at 0.5 each, per view) beside the labels (training.train --teacher; README
+# The shipped ranker (models 2.7.0 and 2.8.0) is the soup trained further toward the two branches'
+# output ensemble (their logits at 0.5 each, per view) beside the labels (training.train --teacher; README
 # "Training", "Distilling the output ensemble"): 461 steps of 16 lists, the schedule planned for
 # the mix's 527 (a lent H200's time ended it there; --stop-at replays it). DISTILL=no exports the
-# soup itself, as model 2.6.0 did.
+# soup itself, as model 2.6.0 did (without the reply's prior, which was chosen for the student).
 DISTILL ?= yes
 STUDENT ?= runs/ranker-distilled
 DISTILL_ARGS ?= --teacher $(OPEN_RUN):0.5 --teacher $(RUN):0.5 --distill-weight 0.7
@@ -88,6 +88,7 @@ else
 BUNDLE_RUN := $(SOUP)
 BUNDLE_EXPORT_ARGS :=
 DISTILL_STEP :=
+PRIOR_WEIGHT ?= 0
 endif
 # ENSEMBLE_SHARE=0.4 (not shipped): export the two runs' output ensemble instead of their soup, each
 # logit (1 - share) x the open-domain run's + share x the first branch's, two encoders in one graph
@@ -143,7 +144,8 @@ CALIBRATE_ON ?= sugar
 # this weight (service/context_views.py; chosen on dev, README "Training"; 0: one view).
 LAST_TURN_WEIGHT ?= 0.5
 # ... and with no context (the reply's prior), that logit's difference from its dev mean added at
-# this weight (model 2.8.0; chosen on dev, README "Training", the reply's prior; 0: no such view).
+# this weight (model 2.8.0; chosen on dev, README "Training", the reply's prior; 0: no such view;
+# DISTILL=no: 0).
 PRIOR_WEIGHT ?= 0.2
 # More export options, e.g. EXPORT_ARGS=--similarity (the untrained encoder's cosine beside the
 # ranker: better against off-topic replies, two thirds of the throughput; README "Training").
