@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         bundle = load_bundle(path)
         sess, encoder = session(bundle.ranker.path), bundle.pair_encoder()
         graphs.append((str(path), sess, encoder, bundle.views))
-        if args.without_views and (bundle.views.last_turn > 0 or bundle.views.prior > 0):
+        if args.without_views and bundle.views.adds_views:
             graphs.append((f"{path}, one view", sess, encoder, 0.0))
     results: dict[str, dict[str, float]] = {}
     for kind, lists in kinds.items():

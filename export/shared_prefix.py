@@ -28,9 +28,8 @@ import numpy as np
 import torch
 
 from export import onnx_graph, quantize
-from export.checks import score_lists, score_sequences, session
+from export.checks import score_lists, score_sequences, session, view_sequences
 from export.machine import describe_for_report, read_cpu
-from service import context_views
 from service.calibration import Calibrator
 from service.context_views import ONE_VIEW, ViewWeights
 from service.list_encoding import SIMILARITY_INPUT_NAMES, EncodedList, ListEncoder
@@ -284,9 +283,8 @@ def prior_centre(sess, encoder: ListEncoder, dev: dict[str, list[RankingList]]) 
     for lists in dev.values():
         for x in lists:
             if len(x.context) > 1:
-                prior = context_views.views(x.context, ViewWeights(prior=1.0))[-1]
-                request = encoder.encode_request(prior, x.situations, [c.text for c in x.candidates])
-                logits.append(np.concatenate(score_sequences(sess, encoder, [request])))
+                prior = view_sequences(encoder, x, ViewWeights(prior=1.0))[-1]
+                logits.append(np.concatenate(score_sequences(sess, encoder, [prior])))
     if not logits:
         raise SystemExit("--prior-weight: the dev lists have no multi-turn request to centre the prior on")
     return float(np.mean(np.concatenate(logits)))
@@ -434,7 +432,7 @@ def main(argv: list[str] | None = None) -> dict:
             prior_centre=prior_centre(shipped_sess, encoder, dev),
         )
         report["views"] = views.to_dict()
-    if args.last_turn_weight > 0 or args.prior_weight > 0:  # dev scores as the bundle will serve them
+    if views.adds_views:  # dev scores as the bundle will serve them
         shipped_logits = {n: score_lists(shipped_sess, encoder, x, views=views) for n, x in dev.items()}
         multi_turn = [x for lists in dev.values() for x in lists if len(x.context) > 1]
         multi_turn = random.Random(0).sample(multi_turn, min(args.speed_requests, len(multi_turn)))
@@ -732,7 +730,7 @@ def similarity_line(similarity: dict[str, Any] | None) -> str:
 
 def views_line(views: ViewWeights) -> str:
     """The card's sentence on the last-turn view and the reply's prior, when the bundle has them."""
-    if views.last_turn <= 0 and views.prior <= 0:
+    if not views.adds_views:
         return ""
     w = views.last_turn
     if views.prior <= 0:
@@ -815,7 +813,7 @@ def write_shared_prefix_bundle(
             "max_length": encoder.max_length,
         },
         **({"similarity": similarity} if similarity else {}),
-        **({"views": views.to_dict()} if views.last_turn > 0 or views.prior > 0 else {}),
+        **({"views": views.to_dict()} if views.adds_views else {}),
         "calibration": fitted["maps"]["platt"].to_dict(),
         "calibration_alternatives": {m: c.to_dict() for m, c in fitted["maps"].items()},
         "threshold": float(fitted["threshold"]),

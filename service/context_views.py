@@ -58,6 +58,11 @@ class ViewWeights:
         if not math.isfinite(self.prior_centre):
             raise ValueError(f"prior_centre {self.prior_centre} is not finite")
 
+    @property
+    def adds_views(self) -> bool:
+        """Whether a multi-turn request is scored more than once (with every turn)."""
+        return self.last_turn > 0 or self.prior > 0
+
     def to_dict(self) -> dict[str, float]:
         """The bundle's ``views`` metadata (the prior's fields only when it is used)."""
         out = {"last_turn_weight": self.last_turn}
@@ -94,7 +99,7 @@ def views(turns: Sequence[T], weights: ViewWeights | float) -> list[Sequence[T]]
     service's and the training data's turns are), so the speaker is kept.
     """
     w = as_weights(weights)
-    if len(turns) < 2 or (w.last_turn <= 0 and w.prior <= 0):
+    if len(turns) < 2 or not w.adds_views:
         return [turns]
     out = [turns, turns[-1:]]
     if w.prior > 0:
