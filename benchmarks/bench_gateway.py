@@ -174,7 +174,9 @@ def start_triton(model: Path, threads: int) -> tuple[subprocess.Popen, int]:
     return process, grpc_port
 
 
-def start_server(model: Path, port: int, threads: int, extra: list[str]) -> subprocess.Popen:
+def start_server(
+    model: Path, port: int, threads: int, extra: list[str], *, logit_cache_entries: int = 0
+) -> subprocess.Popen:
     command = [
         sys.executable,
         "-m",
@@ -187,6 +189,10 @@ def start_server(model: Path, port: int, threads: int, extra: list[str]) -> subp
         str(threads),
         "--log-level",
         "warning",
+        # The same requests run at every concurrency level: kept logits would answer the repeats
+        # without computing them, and this benchmark measures computing (0: no cache).
+        "--ranking.logit-cache-entries",
+        str(logit_cache_entries),
         *extra,
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}

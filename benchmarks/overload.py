@@ -63,7 +63,11 @@ def requests_with(count: int, candidates: int, seed: int = 1) -> list[dict[str, 
 
 def start_service(args: list[str], log: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    command = [sys.executable, "-m", "service", "--port", str(port), "--log-level", "warning", *args]
+    # The bodies are sent again and again: with kept logits the repeats would cost nothing, and
+    # overload is about computing more than the CPUs can.
+    no_cache = ["--ranking.logit-cache-entries", "0"]
+    command = [sys.executable, "-m", "service", "--port", str(port), "--log-level", "warning"]
+    command += [*no_cache, *args]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     with log.open("wb") as out:
         process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)

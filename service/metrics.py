@@ -75,6 +75,13 @@ class Metrics:
         self.batch_pairs = Histogram(
             f"{p}_batch_pairs", "Pairs per batch.", ["model", "role"], buckets=COUNT_BUCKETS, registry=r
         )
+        self.logit_cache = Counter(
+            f"{p}_logit_cache_lookups_total",
+            "Candidate logits a ranking request needed, by whether the logit cache held them (hit) or "
+            "they were computed (miss).",
+            ["model", "result"],
+            registry=r,
+        )
         self.computed_pairs = Counter(
             f"{p}_computed_pairs_total",
             "Pairs sent to backend calls (isolation retries included).",

@@ -25,6 +25,7 @@ from service.batching.batcher import Encoded
 from service.encoding import OffLoopEncoder
 from service.errors import BackendTimeout
 from service.guidelines import Guidelines, MaskReason
+from service.logit_cache import LogitCache
 from service.metrics import Metrics
 from service.model_bundle import ModelBundle
 from service.repeats import repeats
@@ -101,8 +102,13 @@ class RankResult:
     abstain: bool
     threshold: float
     statements_used: list[int] = field(default_factory=list)
-    #: Tokens of the ranked pairs (rerank clients' ``usage``).
+    #: Tokens of the pairs computed for it, none for logits the cache kept (rerank clients' ``usage``).
     tokens: int = 0
+
+
+def _misses(known: list[list[tuple[bytes, float | None]]]) -> int:
+    """How many logits of a request the cache does not hold."""
+    return sum(logit is None for entries in known for _, logit in entries)
 
 
 class Ranker:
@@ -133,6 +139,7 @@ class Ranker:
         self.selector = selector
         self.admission_margin = admission_margin
         self.backlog = Backlog()
+        self.cache = LogitCache(settings.logit_cache_entries)
         self.tracer = tracer or trace.NoOpTracer()
         #: The served model's name: a metric label and what requests select it by.
         self.name = name or bundle.name
@@ -161,9 +168,14 @@ class Ranker:
                 [c.text for c in query.candidates],
             )
         scored = [i for i, reason in enumerate(reasons) if reason is None or query.mask_mode is MaskMode.SOFT]
+        texts = [query.candidates[i].text for i in scored]
         weights = self.bundle.views if self.settings.last_turn_view else context_views.ONE_VIEW
         views = context_views.views(query.turns, weights)
-        ranker_s, selector_s = self._work(query, len(scored) * len(views))
+        # Without statement selection the statements are known now, and so is what the cache holds:
+        # admission then counts only the logits still to compute.
+        known = None if self._selects(query) else self._cached(views, query.situations, texts, query)
+        pending = len(texts) * len(views) if known is None else _misses(known)
+        ranker_s, selector_s = self._work(query, pending)
         admit(
             wait_s=self.backlog.seconds + ranker_s + selector_s,
             remaining_s=deadline - time.perf_counter(),
@@ -186,27 +198,62 @@ class Ranker:
                         )
                     self.metrics.backlog.labels(self.name).set(self.backlog.seconds)
                     statements = [query.situations[i] for i in statements_used]
+                    if known is None:
+                        known = self._cached(views, statements, texts, query)
                     with self.tracer.start_as_current_span("encode pairs") as span:
-                        pairs: list[Encoded] = []
-                        for turns in views:  # each view's pairs after the other's, for one backend call
-                            pairs += await self.encoder.encode(
-                                turns,
-                                statements,
-                                [query.candidates[i].text for i in scored],
-                                query.max_candidate_tokens,
-                            )
+                        pairs = await self._encode_missing(views, known, statements, texts, query)
                         span.set_attributes(
                             {tracing.PAIRS: len(pairs), tracing.TOKENS: sum(len(p) for p in pairs)}
                         )
-                    logits = context_views.combine(
-                        await self.batcher.score(pairs, deadline=deadline), len(views), weights
-                    )
+                    computed = await self.batcher.score(pairs, deadline=deadline) if pairs else np.empty(0)
+                    logits = context_views.combine(self._fill(known, computed), len(views), weights)
         except TimeoutError:
             raise BackendTimeout(f"no scores within {timeout:g} s") from None
         finally:
             self.metrics.backlog.labels(self.name).set(self.backlog.seconds)
         tokens = sum(len(pair) for pair in pairs)
         return self._result(query, reasons, scored, logits, statements_used, tokens)
+
+    def _cached(
+        self, views: list[Sequence[Turn]], statements: Sequence[str], texts: list[str], query: RankQuery
+    ) -> list[list[tuple[bytes, float | None]]]:
+        """Each view's candidates: their cache key and the logit kept under it (None: to compute)."""
+        out = []
+        for turns in views:
+            prefix = self.cache.prefix_key(turns, statements, query.max_candidate_tokens)
+            keys = [self.cache.key(prefix, text) for text in texts]
+            out.append([(key, self.cache.get(key)) for key in keys])
+        return out
+
+    async def _encode_missing(
+        self,
+        views: list[Sequence[Turn]],
+        known: list[list[tuple[bytes, float | None]]],
+        statements: Sequence[str],
+        texts: list[str],
+        query: RankQuery,
+    ) -> list[Encoded]:
+        """The sequences of every candidate whose logit is not kept, each view's after the other's."""
+        pairs: list[Encoded] = []
+        for turns, entries in zip(views, known, strict=True):
+            missing = [text for text, (_, logit) in zip(texts, entries, strict=True) if logit is None]
+            if missing:
+                pairs += await self.encoder.encode(turns, statements, missing, query.max_candidate_tokens)
+        return pairs
+
+    def _fill(self, known: list[list[tuple[bytes, float | None]]], computed: np.ndarray) -> np.ndarray:
+        """Every view's logits, one view after another: kept ones, and computed ones (now kept too)."""
+        fresh = iter(computed)
+        out = []
+        for key, logit in (entry for entries in known for entry in entries):
+            if logit is None:
+                logit = float(next(fresh))
+                self.cache.put(key, logit)
+            out.append(logit)
+        misses = _misses(known)
+        self.metrics.logit_cache.labels(self.name, "hit").inc(len(out) - misses)
+        self.metrics.logit_cache.labels(self.name, "miss").inc(misses)
+        return np.asarray(out, dtype=np.float32)
 
     def _work(self, query: RankQuery, candidates: int) -> tuple[float, float]:
         """Estimated backend seconds of the request's ranker and selector pairs (0 when unmeasured)."""

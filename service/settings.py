@@ -225,6 +225,14 @@ class RankingSettings(BaseModel):
         "turn alone (and a third with no context, the reply's prior) and combine the logits (better "
         "against replies that echo earlier turns; off: one pass, faster on multi-turn requests).",
     )
+    logit_cache_entries: int = Field(
+        65536,
+        ge=0,
+        description="Candidate logits kept per served model for requests that repeat them (least recently "
+        "used dropped first; about 200 bytes each; 0: off). A candidate's logit depends only on its view's "
+        "turns, the statements, its text and token cut, so a kept one is reused exactly: the reply's prior "
+        "of a fixed action list or template reply, and every logit of a retried request.",
+    )
 
 
 class Settings(BaseSettings):

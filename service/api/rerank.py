@@ -180,7 +180,10 @@ class Meta(BaseModel):
 
 
 class Usage(BaseModel):
-    """Tokens of the scored pairs (query, context and statements included in each)."""
+    """Tokens of the pairs the request computed (query, context and statements included in each).
+
+    Candidates whose logits the logit cache kept cost none: a repeated request can report 0.
+    """
 
     total_tokens: int
 

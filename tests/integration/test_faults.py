@@ -28,13 +28,16 @@ CLEAN_WORDS = ["hello", "sure", "coffee", "tea", "yes", "no", "morning", "kitche
 
 @contextmanager
 def service(tmp_path: Path, *args: str) -> Iterator[tuple[str, Path]]:
-    """A fake-backend service with extra flags; yields its URL and its log file."""
+    """A fake-backend service with extra flags; yields its URL and its log file.
+
+    The logit cache is off: these tests load the backend with repeated bodies, which kept logits
+    would answer without it.
+    """
     bundle = write_fake_bundle(tmp_path / "bundle")
     log = tmp_path / "server.log"
+    flags = ["--backend", "fake", "--model", str(bundle), "--ranking.logit-cache-entries", "0", *args]
     with log.open("wb") as out:
-        process, url = launch_service(
-            ["--backend", "fake", "--model", str(bundle), *args], cwd=tmp_path, stdout=out
-        )
+        process, url = launch_service(flags, cwd=tmp_path, stdout=out)
         try:
             wait_ready(url, process)
             yield url, log

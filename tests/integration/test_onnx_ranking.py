@@ -87,7 +87,10 @@ async def test_a_request_scores_the_same_alone_and_among_concurrent_requests(mod
     per-call one: the scores must not depend on which.
     """
     threads = int(os.environ.get("RANKER_TEST_THREADS", "1"))
-    overrides = {"onnx": {"intra_op_threads": threads, "solo_threads": threads + 1}}
+    overrides = {
+        "onnx": {"intra_op_threads": threads, "solo_threads": threads + 1},
+        "ranking": {"logit_cache_entries": 0},  # the repeats must reach the backend
+    }
     app = create_app(settings(model_dir, batching={"max_wait_s": 0.05}, **overrides))
     async with serve_in_process(app) as client:
         alone: dict[tuple[int, int], float] = {}
@@ -140,7 +143,9 @@ async def test_a_multi_turn_request_is_also_scored_with_its_last_turn_alone(
     }
     last_only = {**request, "context": request["context"][-1:]}
     bare = {**request, "context": [{**request["context"][-1], "text": "."}]}
-    async with serve_in_process(create_app(settings(model_dir))) as client:
+    # No logit cache: each view is computed again by its own request, not read back.
+    uncached = settings(model_dir, ranking={"logit_cache_entries": 0})
+    async with serve_in_process(create_app(uncached)) as client:
         both = (await client.post("/rank", json=request)).json()
         last = (await client.post("/rank", json=last_only)).json()
         prior = (await client.post("/rank", json=bare)).json()
@@ -155,6 +160,37 @@ async def test_a_multi_turn_request_is_also_scored_with_its_last_turn_alone(
     expected = logits(full) + weight * logits(last) + views.prior * (logits(prior) - views.prior_centre)
     np.testing.assert_allclose(logits(both), expected / (1 + weight), atol=2e-3)
     assert np.max(np.abs(logits(both) - logits(full))) > 0.05, "the last-turn view changed nothing"
+
+
+async def test_a_kept_logit_is_the_one_the_model_computes(model_dir: Path) -> None:
+    """The next turn offers two of the same replies and a new one: their prior views come from the
+    cache, and every logit matches a service without one (a candidate's logit does not depend on
+    the candidates it shared a sequence with, beyond rounding)."""
+    views = load_bundle(model_dir).views
+    later = {
+        "context": [
+            *MULTI_TURN["context"],
+            {"speaker": "bot", "text": "Oh no!"},
+            {"speaker": "user", "text": "Yes."},
+        ],
+        "candidates": [*MULTI_TURN["candidates"][2:], "Frosting hides a lot."],
+    }
+    async with serve_in_process(create_app(settings(model_dir))) as client:
+        await client.post("/rank", json=MULTI_TURN)
+        cached = (await client.post("/rank", json=later)).json()
+        metrics = (await client.get("/metrics")).text
+    async with serve_in_process(
+        create_app(settings(model_dir, ranking={"logit_cache_entries": 0}))
+    ) as client:
+        fresh = (await client.post("/rank", json=later)).json()
+    name = json.loads((model_dir / "metadata.json").read_text())["name"]
+    hits = f'ranker_logit_cache_lookups_total{{model="{name}",result="hit"}} {2.0 if views.prior else 0.0}'
+    assert hits in metrics
+    # Within the rounding that batching gives anyway (sequence lengths change the int8 graph's sums).
+    by_id = {entry["id"]: entry for entry in fresh["ranking"]}
+    for entry in cached["ranking"]:
+        assert entry["logit"] == pytest.approx(by_id[entry["id"]]["logit"], abs=5e-3)
+        assert entry["score"] == pytest.approx(by_id[entry["id"]]["score"], abs=1e-3)
 
 
 async def test_the_export_centres_the_prior_where_the_service_scores_it(model_dir: Path) -> None:

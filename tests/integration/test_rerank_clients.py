@@ -42,10 +42,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
         stop_process(process)
 
 
-def rank_scores(url: str) -> dict[int, float]:
+def rank_scores(url: str, query: str = QUERY) -> dict[int, float]:
     response = httpx.post(
         f"{url}/rank",
-        json={"context": QUERY, "candidates": DOCUMENTS},
+        json={"context": query, "candidates": DOCUMENTS},
         headers={"Authorization": f"Bearer {API_KEY}"},
     )
     assert response.status_code == 200, response.text
@@ -79,16 +79,18 @@ def test_the_cohere_sdk_gets_the_services_errors(served: tuple[str, str]) -> Non
 
 
 def test_a_jina_shaped_request_gets_documents_and_usage(served: tuple[str, str]) -> None:
+    """``usage`` counts the tokens the request computed: none when the logit cache answers it."""
     url, name = served
-    response = httpx.post(
-        f"{url}/v1/rerank",
-        json={"model": name, "query": QUERY, "documents": DOCUMENTS, "top_n": 3, "return_documents": True},
-        headers={"Authorization": f"Bearer {API_KEY}"},
-    )
+    query = "It is hot in here, could you help me?"  # a query no other test sends: nothing is kept
+    request = {"model": name, "query": query, "documents": DOCUMENTS, "top_n": 3, "return_documents": True}
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    response = httpx.post(f"{url}/v1/rerank", json=request, headers=headers)
     assert response.status_code == 200, response.text
     body = response.json()
     assert len(body["results"]) == 3 and body["usage"]["total_tokens"] > 0
-    expected = rank_scores(url)
+    expected = rank_scores(url, query)
     for result in body["results"]:
         assert result["document"]["text"] == DOCUMENTS[result["index"]]
         assert result["relevance_score"] == pytest.approx(expected[result["index"]], abs=1e-6)
+    again = httpx.post(f"{url}/v1/rerank", json=request, headers=headers).json()
+    assert again["results"] == body["results"] and again["usage"]["total_tokens"] == 0

@@ -166,9 +166,13 @@ def triton(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         server.stop()
 
 
-def triton_settings(model: Path, url: str) -> Settings:
+def triton_settings(model: Path, url: str, **overrides: Any) -> Settings:
     return Settings(
-        backend="triton", model=model, triton={"url": url, "timeout_s": TRITON_TIMEOUT_S}, executor_threads=2
+        backend="triton",
+        model=model,
+        triton={"url": url, "timeout_s": TRITON_TIMEOUT_S},
+        executor_threads=2,
+        **overrides,
     )
 
 
@@ -209,7 +213,9 @@ async def test_tritons_batcher_merges_concurrent_requests(triton: TritonProcess,
     items_before = triton.metric("nv_inference_count")
     execs_before = triton.metric("nv_inference_exec_count")
     body = {"context": "Could you make me some coffee?", "candidates": ["Sure, brewing now."]}
-    async with serve_in_process(create_app(triton_settings(model_dir, triton.grpc_url))) as client:
+    # No logit cache: the 48 copies must all reach Triton.
+    settings = triton_settings(model_dir, triton.grpc_url, ranking={"logit_cache_entries": 0})
+    async with serve_in_process(create_app(settings)) as client:
         responses = await asyncio.gather(*(client.post("/rank", json=body) for _ in range(48)))
         gateway_metrics = (await client.get("/metrics")).text
     assert all(r.status_code == 200 for r in responses)
@@ -239,7 +245,9 @@ async def test_an_unreachable_triton_makes_readyz_and_rank_503(model_dir: Path) 
 async def test_killing_triton_fails_fast_and_a_restart_brings_the_gateway_back(
     triton: TritonProcess, model_dir: Path
 ) -> None:
-    async with serve_in_process(create_app(triton_settings(model_dir, triton.grpc_url))) as client:
+    # No logit cache: the same request after the kill must reach Triton.
+    settings = triton_settings(model_dir, triton.grpc_url, ranking={"logit_cache_entries": 0})
+    async with serve_in_process(create_app(settings)) as client:
         assert (await client.post("/rank", json=REQUESTS[0])).status_code == 200
         triton.kill()
         ready = await client.get("/readyz")

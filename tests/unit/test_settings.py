@@ -49,3 +49,9 @@ def test_cli_flags_come_from_the_same_declaration(monkeypatch: pytest.MonkeyPatc
 def test_out_of_range_settings_are_refused() -> None:
     with pytest.raises(ValidationError):
         Settings(port=70000)
+
+
+def test_a_negative_logit_cache_size_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANKER_RANKING__LOGIT_CACHE_ENTRIES", "-1")
+    with pytest.raises(ValidationError, match="ranking.logit_cache_entries"):
+        Settings()
