@@ -13,7 +13,7 @@ Topical-Chat dev contexts (``runs/data/topical-chat.jsonl``, written by ``traini
   or a template generator gives (each reply's prior view is computed once);
 - each request sent twice: a client retrying the same turn (every request once, then again).
 
-Each round uses contexts no earlier round used, so only what the kind itself repeats is kept.
+Every kind and round has contexts of its own, so only what the kind itself repeats is kept.
 Prints requests/s (median round), the ratio with the cache to without, and the share of the
 logits the cache answered. Figures move 15-25% between runs here: compare the ratios of one run.
 """
@@ -48,13 +48,12 @@ def workloads(lists: list[RankingList], per_round: int, rounds: int) -> dict[str
     """Each kind's requests, one list per round (the rounds' contexts do not overlap)."""
     rng = random.Random(0)
     pool = [x.candidates[0].text for x in lists[-POOL:]]
-    contexts = lists[: per_round * rounds]
     kinds: dict[str, list[list[dict[str, Any]]]] = {"new replies": [], "fixed replies": [], "sent twice": []}
-    for r in range(rounds):
-        part = contexts[r * per_round : (r + 1) * per_round]
-        kinds["new replies"].append([body(x, [c.text for c in x.candidates]) for x in part])
-        kinds["fixed replies"].append([body(x, rng.sample(pool, 10)) for x in part])
-        half = part[: per_round // 2]
+    parts = iter(lists[i : i + per_round] for i in range(0, len(lists) - POOL, per_round))
+    for _ in range(rounds):
+        kinds["new replies"].append([body(x, [c.text for c in x.candidates]) for x in next(parts)])
+        kinds["fixed replies"].append([body(x, rng.sample(pool, 10)) for x in next(parts)])
+        half = next(parts)[: per_round // 2]
         kinds["sent twice"].append([body(x, [c.text for c in x.candidates]) for x in half] * 2)
     return kinds
 
@@ -93,11 +92,12 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         rates: dict[str, dict[str, list[float]]] = {k: {s: [] for s in servers} for k in kinds}
         answered: dict[str, list[float]] = {k: [] for k in kinds}
         warm_up = [body(x, [c.text for c in x.candidates]) for x in lists[-POOL - 8 : -POOL]]
-        for _, url in servers.values():  # both warm, on contexts no round uses
+        for _, url in servers.values():  # both warm, on contexts (and replies) no round uses
             asyncio.run(load(url, warm_up, 2))
         for r in range(args.rounds):
             for kind, rounds in kinds.items():
-                for server, (_, url) in servers.items():
+                order = list(servers.items())
+                for server, (_, url) in order if r % 2 == 0 else order[::-1]:  # each goes first in turn
                     before = cache_lookups(url, model)
                     pairs_s, latencies, failed = asyncio.run(load(url, rounds[r], CLIENTS))
                     if failed:

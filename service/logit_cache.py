@@ -14,7 +14,7 @@ reusable wherever those four things repeat:
 - every view of a request sent again (a client's retry after a timeout, a dialog manager that
   re-ranks the same turn).
 
-Keys are 16-byte BLAKE2b digests of those four things, so an entry costs about 200 bytes however
+Keys are 16-byte BLAKE2b digests of those four things, so an entry costs about 160 bytes however
 long the conversation; a collision needs about 2**64 entries. Least recently used entries go
 first. Written here rather than taken from ``functools.lru_cache`` because entries are read and
 filled a list at a time around one backend call (the misses of a request are scored together),

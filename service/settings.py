@@ -229,7 +229,7 @@ class RankingSettings(BaseModel):
         65536,
         ge=0,
         description="Candidate logits kept per served model for requests that repeat them (least recently "
-        "used dropped first; about 200 bytes each; 0: off). A candidate's logit depends only on its view's "
+        "used dropped first; about 160 bytes each; 0: off). A candidate's logit depends only on its view's "
         "turns, the statements, its text and token cut, so a kept one is reused exactly: the reply's prior "
         "of a fixed action list or template reply, and every logit of a retried request.",
     )
