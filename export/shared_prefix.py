@@ -17,6 +17,7 @@ threshold on the pooled dev lists with that very graph. ``export_report.json`` k
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import shutil
@@ -31,7 +32,7 @@ from export import onnx_graph, quantize
 from export.checks import score_lists, score_sequences, session, view_sequences
 from export.machine import describe_for_report, read_cpu
 from service.calibration import Calibrator
-from service.context_views import ONE_VIEW, ViewWeights
+from service.context_views import ONE_VIEW, ViewWeights, combine
 from service.list_encoding import SIMILARITY_INPUT_NAMES, EncodedList, ListEncoder
 from training import metrics
 from training.backbone import backbone_dir
@@ -272,22 +273,30 @@ def requests_per_s(sess, requests: list[list[EncodedList]], encoder: ListEncoder
     return len(requests) / (time.perf_counter() - started)
 
 
-def prior_centre(sess, encoder: ListEncoder, dev: dict[str, list[RankingList]]) -> float:
-    """The reply's-prior view's mean logit over the dev lists' multi-turn candidates.
+def views_logits(
+    sess, encoder: ListEncoder, dev: dict[str, list[RankingList]], views: ViewWeights
+) -> dict[str, list[list[np.ndarray]]]:
+    """Each dev list's candidate logits view by view, as the service encodes them.
+
+    The weights decide only which views there are (their logits are combined later).
+    """
+    return {
+        name: [score_sequences(sess, encoder, view_sequences(encoder, x, views)) for x in lists]
+        for name, lists in dev.items()
+    }
+
+
+def prior_centre(logits: dict[str, list[list[np.ndarray]]]) -> float:
+    """The reply's-prior view's mean logit over the multi-turn lists of :func:`views_logits`.
 
     The prior's logits run well below the other views' (about -2.5 against -1 on model 2.7.0), so
     the service adds their difference from this mean: the ranking of a plain weighted mean, at the
     scale the calibration map and threshold are fitted for.
     """
-    logits = []
-    for lists in dev.values():
-        for x in lists:
-            if len(x.context) > 1:
-                prior = view_sequences(encoder, x, ViewWeights(prior=1.0))[-1]
-                logits.append(np.concatenate(score_sequences(sess, encoder, [prior])))
-    if not logits:
+    prior = [views[2] for lists in logits.values() for views in lists if len(views) == 3]
+    if not prior:
         raise SystemExit("--prior-weight: the dev lists have no multi-turn request to centre the prior on")
-    return float(np.mean(np.concatenate(logits)))
+    return float(np.mean(np.concatenate(prior)))
 
 
 def views_speed(sess, encoder: ListEncoder, lists: list[RankingList], views: ViewWeights) -> dict:
@@ -424,16 +433,16 @@ def main(argv: list[str] | None = None) -> dict:
     print("shipping", shipped, flush=True)
     shipped_logits = logits_by_variant[shipped]
     shipped_sess = session(paths[shipped])
-    views = ViewWeights(last_turn=args.last_turn_weight)
-    if args.prior_weight > 0:
-        views = ViewWeights(
-            last_turn=args.last_turn_weight,
-            prior=args.prior_weight,
-            prior_centre=prior_centre(shipped_sess, encoder, dev),
-        )
-        report["views"] = views.to_dict()
-    if views.adds_views:  # dev scores as the bundle will serve them
-        shipped_logits = {n: score_lists(shipped_sess, encoder, x, views=views) for n, x in dev.items()}
+    views = ViewWeights(last_turn=args.last_turn_weight, prior=args.prior_weight)
+    if views.adds_views:  # dev scores as the bundle will serve them, each view scored once
+        per_view = views_logits(shipped_sess, encoder, dev, views)
+        if views.prior > 0:
+            views = dataclasses.replace(views, prior_centre=prior_centre(per_view))
+            report["views"] = views.to_dict()
+        shipped_logits = {
+            name: [combine(np.concatenate(v), len(v), views) for v in lists]
+            for name, lists in per_view.items()
+        }
         multi_turn = [x for lists in dev.values() for x in lists if len(x.context) > 1]
         multi_turn = random.Random(0).sample(multi_turn, min(args.speed_requests, len(multi_turn)))
         report["last_turn_view_speed"] = views_speed(shipped_sess, encoder, multi_turn, views)

@@ -198,7 +198,7 @@ async def test_the_export_centres_the_prior_where_the_service_scores_it(model_di
     multi-turn candidates after a bare "." turn; a one-turn list does not count."""
     pytest.importorskip("torch", reason="the exporter needs the training extras (torch)")
     from export.checks import session
-    from export.shared_prefix import prior_centre, views_line
+    from export.shared_prefix import prior_centre, views_line, views_logits
     from service.context_views import ViewWeights
     from training.ranking_data import Candidate, RankingList
 
@@ -212,7 +212,8 @@ async def test_the_export_centres_the_prior_where_the_service_scores_it(model_di
         RankingList(context=turns[:2], candidates=candidates[:2], group="b"),
         RankingList(context=turns[:1], candidates=(Candidate("Never mind.", 0),), group="one-turn"),
     ]
-    centre = prior_centre(session(bundle.ranker.path), bundle.pair_encoder(), {"dev": lists})
+    sess, encoder = session(bundle.ranker.path), bundle.pair_encoder()
+    centre = prior_centre(views_logits(sess, encoder, {"dev": lists}, ViewWeights(prior=1.0)))
     served = []
     async with serve_in_process(create_app(settings(model_dir))) as client:
         for x in lists[:2]:
@@ -222,7 +223,7 @@ async def test_the_export_centres_the_prior_where_the_service_scores_it(model_di
     assert len(served) == 6
     assert centre == pytest.approx(float(np.mean(served)), abs=2e-3)
     with pytest.raises(SystemExit, match="--prior-weight"):
-        prior_centre(session(bundle.ranker.path), bundle.pair_encoder(), {"dev": lists[2:]})
+        prior_centre(views_logits(sess, encoder, {"dev": lists[2:]}, ViewWeights(prior=1.0)))
     line = views_line(ViewWeights(last_turn=0.5, prior=0.2, prior_centre=centre))
     assert "three times" in line and "0.13 of the third's difference" in line and f"{centre:.3f}" in line
 
