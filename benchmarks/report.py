@@ -479,7 +479,8 @@ def method_section(work: Workload, bundle: ModelBundle) -> Section:
         "What each row measures",
         [
             f"- Inputs: {work.source}; {len(work.requests)} requests, {work.pairs} pairs, mean "
-            f"{work.mean_tokens:.1f} tokens per pair; every concurrency level runs all of them.",
+            f"{work.mean_tokens:.1f} tokens per pair; every concurrency level runs all of them (the "
+            "service keeps no logits, `--ranking.logit-cache-entries 0`: each level computes them all).",
             "- **Concurrency c** for the CrossEncoder and the raw sessions: the pairs of c requests in "
             "one call (`predict(pairs, batch_size=len(pairs))`, `session.run`), calls one after "
             "another; each request's latency is its call's duration. This is what an ideal batcher "
