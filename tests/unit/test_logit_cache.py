@@ -10,7 +10,9 @@ import pytest
 from helpers import serve_in_process, write_fake_bundle
 from test_ranking import COFFEE_THEN_TEA, app_with, word_scores
 
+from service.app import create_app
 from service.logit_cache import LogitCache
+from service.settings import Settings
 from service.tokenization import Turn
 
 USER_TEA = [Turn("user", "tea please")]
@@ -118,3 +120,22 @@ async def test_with_no_entries_every_request_is_computed(tmp_path: Path) -> None
         metrics = (await client.get("/metrics")).text
     assert len(calls) - warm_up == 12
     assert (lookups(metrics, "miss"), lookups(metrics, "hit")) == (12.0, 0.0)
+
+
+@pytest.mark.parametrize("entries", [65536, 0], ids=["cache", "no-cache"])
+async def test_admission_counts_only_the_logits_still_to_compute(fake_bundle: Path, entries: int) -> None:
+    """A backend measured at 0.5 s a call: a 50 ms deadline admits a request only if nothing is left
+    to compute for it."""
+    settings = Settings(
+        backend="fake", model=fake_bundle, fake={"latency_s": 0.5}, ranking={"logit_cache_entries": entries}
+    )
+    body = {"context": "could you make some coffee", "candidates": ["sure", "no"]}
+    hurry = {"X-Request-Timeout-S": "0.05"}
+    async with serve_in_process(create_app(settings)) as client:
+        first = await client.post("/rank", json=body)
+        again = await client.post("/rank", json=body, headers=hurry)
+        new = await client.post("/rank", json={**body, "candidates": ["sure", "later"]}, headers=hurry)
+    assert first.status_code == 200
+    assert (again.status_code, new.status_code) == ((200, 429) if entries else (429, 429))
+    if entries:
+        assert again.json()["ranking"] == first.json()["ranking"]
