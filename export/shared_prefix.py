@@ -223,8 +223,12 @@ def threshold_on(
     sess,
     encoder: ListEncoder,
     views: ViewWeights | float = 0.0,
+    scored: dict[str, list[np.ndarray]] | None = None,
 ) -> dict:
     """``fitted`` with its abstention threshold chosen on the dev lists of ``names`` only.
+
+    ``scored``: logits already computed (with the same graph and views) for some of ``lists``, by
+    name; those lists are not scored again.
 
     ``lists``: every stage's dev lists (:func:`every_stage_dev_lists`). A second stage's files may
     be made to teach one thing (e.g. lists whose every negative is a lead sentence, which the ranker
@@ -235,7 +239,8 @@ def threshold_on(
     platt = fitted["maps"]["platt"]
     probs, labels = [], []
     for name in names:
-        probs += [platt(z) for z in score_lists(sess, encoder, lists[name], views=views)]
+        logits = (scored or {}).get(name) or score_lists(sess, encoder, lists[name], views=views)
+        probs += [platt(z) for z in logits]
         labels += [[int(c.appropriate) for c in x.candidates] for x in lists[name]]
     threshold, accuracy = metrics.best_abstention_threshold(probs, labels)
     return {**fitted, "threshold": threshold, "abstention_accuracy": accuracy, "threshold_on": names}
@@ -456,6 +461,8 @@ def main(argv: list[str] | None = None) -> dict:
             shipped_sess,
             encoder,
             views=views,
+            # The run's own dev lists are scored already; an earlier stage's file is scored here.
+            scored={name: shipped_logits[name] for name in dev if held.get(name) is dev[name]},
         )
     calibrated = calibrated_report(dev, shipped_logits, fitted)
     (build / "export_report.json").write_text(json.dumps(report, indent=2))

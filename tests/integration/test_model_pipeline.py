@@ -768,6 +768,32 @@ def test_the_calibration_map_is_fitted_on_the_files_named():
         calibrate_on("hard,nope", dev, logits)
 
 
+def test_the_threshold_reads_logits_the_export_already_has():
+    """export --threshold-on: a file whose dev logits were scored is not scored again (no session
+    is needed), and the threshold is the best one for those logits under the fitted map."""
+    pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    from export.shared_prefix import calibrate_on, threshold_on
+    from service.tokenization import Turn
+    from training import metrics
+    from training.ranking_data import Candidate, RankingList
+
+    rng = np.random.default_rng(1)
+    labels = [1, 0, 0]
+    made = [
+        RankingList(
+            (Turn("user", "hi"),), tuple(Candidate(f"c{j}", y) for j, y in enumerate(labels)), f"g{i}"
+        )
+        for i in range(40)
+    ]
+    logits = [np.asarray(labels, float) * 2 + rng.normal(0, 1.5, 3) for _ in made]
+    fitted = calibrate_on(None, {"a": made}, {"a": logits})
+    chosen = threshold_on(fitted, ["a"], {"a": made}, None, None, scored={"a": logits})
+    platt = fitted["maps"]["platt"]
+    expected = metrics.best_abstention_threshold([platt(z) for z in logits], [labels] * len(made))
+    assert (chosen["threshold"], chosen["abstention_accuracy"]) == expected
+    assert chosen["threshold_on"] == ["a"]
+
+
 def test_training_with_the_last_turn_view_averages_the_views_logits_as_the_service_does():
     """``training.train --last-turn-weight``: a multi-turn list's training logits are the weighted
     mean of its full-context and last-turn logits; a one-turn list's are its own."""
