@@ -82,6 +82,12 @@ class Metrics:
             ["model", "result"],
             registry=r,
         )
+        self.logit_cache_entries = Gauge(
+            f"{p}_logit_cache_entries",
+            "Candidate logits the logit cache holds (ranking.logit_cache_entries at most).",
+            ["model"],
+            registry=r,
+        )
         self.computed_pairs = Counter(
             f"{p}_computed_pairs_total",
             "Pairs sent to backend calls (isolation retries included).",

@@ -253,6 +253,7 @@ class Ranker:
         misses = _misses(known)
         self.metrics.logit_cache.labels(self.name, "hit").inc(len(out) - misses)
         self.metrics.logit_cache.labels(self.name, "miss").inc(misses)
+        self.metrics.logit_cache_entries.labels(self.name).set(len(self.cache))
         return np.asarray(out, dtype=np.float32)
 
     def _work(self, query: RankQuery, candidates: int) -> tuple[float, float]:

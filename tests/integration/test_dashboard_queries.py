@@ -146,6 +146,7 @@ REQUIRED_PANEL_TOPICS = {
     "selections per generator": ("ranker_top1_selections_total", r"by \((model, )?generator\)"),
     "errors by status": ("ranker_request_duration_seconds_count", r"by \(status\)[\s\S]*status!~\"2"),
     "errors by type": ("ranker_errors_total", r"by \(type\)"),
+    "logit cache hits": ("ranker_logit_cache_lookups_total", r'result="hit"[\s\S]*/'),
 }
 
 

@@ -89,6 +89,7 @@ async def test_a_repeated_request_is_answered_from_the_cache_with_the_same_logit
     assert len(calls) == computed  # nothing computed the second time
     assert again["ranking"] == first["ranking"]
     assert (lookups(metrics, "miss"), lookups(metrics, "hit")) == (6.0, 6.0)
+    assert 'ranker_logit_cache_entries{model="tiny-fake"} 6.0' in metrics
 
 
 async def test_a_new_context_reuses_only_the_reply_s_prior(tmp_path: Path) -> None:
