@@ -128,10 +128,16 @@ def score_lists(
     """
     out = []
     for x in lists:
-        requests = view_sequences(encoder, x, views)
-        logits = np.concatenate(score_sequences(sess, encoder, requests))
-        out.append(context_views.combine(logits, len(requests), views))
+        by_view = view_logits(sess, encoder, x, views)
+        out.append(context_views.combine(np.concatenate(by_view), len(by_view), views))
     return out
+
+
+def view_logits(
+    sess: ort.InferenceSession, encoder: ListEncoder, x, views: context_views.ViewWeights | float
+) -> list[np.ndarray]:
+    """A ranking list's candidate logits, one array per view (before they are combined)."""
+    return score_sequences(sess, encoder, view_sequences(encoder, x, views))
 
 
 def view_sequences(

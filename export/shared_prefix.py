@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from export import onnx_graph, quantize
-from export.checks import score_lists, score_sequences, session, view_sequences
+from export.checks import score_lists, score_sequences, session, view_logits
 from export.machine import describe_for_report, read_cpu
 from service.calibration import Calibrator
 from service.context_views import ONE_VIEW, ViewWeights, combine
@@ -285,10 +285,7 @@ def views_logits(
 
     The weights decide only which views there are (their logits are combined later).
     """
-    return {
-        name: [score_sequences(sess, encoder, view_sequences(encoder, x, views)) for x in lists]
-        for name, lists in dev.items()
-    }
+    return {name: [view_logits(sess, encoder, x, views) for x in lists] for name, lists in dev.items()}
 
 
 def prior_centre(logits: dict[str, list[list[np.ndarray]]]) -> float:

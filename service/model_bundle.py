@@ -84,11 +84,6 @@ class ModelBundle:
     views: ViewWeights = ONE_VIEW
 
     @property
-    def last_turn_weight(self) -> float:
-        """The last-turn view's weight (0: not scored)."""
-        return self.views.last_turn
-
-    @property
     def model_id(self) -> str:
         """``name@version``, as reported in every response."""
         return f"{self.name}@{self.version}"

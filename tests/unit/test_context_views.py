@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from helpers import write_fake_bundle
 
-from service.context_views import ViewWeights, combine, views
+from service.context_views import ONE_VIEW, ViewWeights, combine, views
 from service.model_bundle import BundleError, load_bundle
 from service.tokenization import Turn
 
@@ -94,4 +94,4 @@ def test_a_bundle_with_bad_view_weights_is_refused_by_field(
 
 
 def test_a_bundle_without_views_has_one(tmp_path: Path) -> None:
-    assert load_bundle(write_fake_bundle(tmp_path / "bundle")).last_turn_weight == 0.0
+    assert load_bundle(write_fake_bundle(tmp_path / "bundle")).views == ONE_VIEW
