@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.bench_gateway import REPO_ROOT, free_port, load, start_server
 from service.model_bundle import load_bundle
@@ -59,13 +60,12 @@ def workloads(lists: list[RankingList], per_round: int, rounds: int) -> dict[str
 
 
 def cache_lookups(url: str, model: str) -> tuple[float, float]:
-    """(hits, misses) counted so far by a service."""
-    text = httpx.get(f"{url}/metrics").text
+    """(hits, misses) counted so far by a service (prometheus_client's parser reads /metrics)."""
     counts = {"hit": 0.0, "miss": 0.0}
-    for line in text.splitlines():
-        for result in counts:
-            if line.startswith(f'ranker_logit_cache_lookups_total{{model="{model}",result="{result}"}}'):
-                counts[result] = float(line.split()[-1])
+    for family in text_string_to_metric_families(httpx.get(f"{url}/metrics").text):
+        for sample in family.samples:
+            if sample.name == "ranker_logit_cache_lookups_total" and sample.labels.get("model") == model:
+                counts[sample.labels["result"]] = sample.value
     return counts["hit"], counts["miss"]
 
 
