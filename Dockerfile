@@ -1,7 +1,7 @@
 # Production image of the response-ranking service: ONNX Runtime on CPU, the shipped model baked in.
 #   docker build -t ranking-service:0.1.0 .
 #   docker run --rm -p 8000:8000 ranking-service:0.1.0
-# Flags after the image name go to `python -m service` (e.g. `--log-level debug`); every setting is
+# Flags after the image name go to `ranker serve` (e.g. `--log-level debug`); every setting is
 # also a RANKER_* variable (`-e RANKER_ONNX__INTRA_OP_THREADS=2`).
 
 # Both stages use the same image: the venv's interpreter is a link to the base image's python.
@@ -12,10 +12,12 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1
 
 RUN python -m venv /opt/venv
 WORKDIR /src
-# Only what the project's install needs: the serving package and the project file. training/ and
-# export/ are not in the build context (.dockerignore), so nothing of them lands in the image.
+# Only what the project's install needs: the project file, the package's root modules and its
+# serving subpackage. training/, export/ and evaluation/ are not in the build context
+# (.dockerignore), so nothing of them lands in the image (`ranker train` there says so).
 COPY pyproject.toml ./
-COPY service/ service/
+COPY src/dialogue_ranker/__init__.py src/dialogue_ranker/cli.py src/dialogue_ranker/
+COPY src/dialogue_ranker/serving/ src/dialogue_ranker/serving/
 # The project's base install, the same step as `make serve` (no extras: no torch at serving time).
 RUN /opt/venv/bin/pip install --no-cache-dir .
 
@@ -45,10 +47,8 @@ ENV PATH="/opt/venv/bin:${PATH}" \
 WORKDIR /app
 # Files stay owned by root: the service only reads them, so the ranker user cannot alter code or model.
 COPY --from=builder /opt/venv /opt/venv
-# `python -m service` run from /app imports this copy (the working directory comes first on
-# sys.path), so the package-relative defaults (guidelines, model directory) resolve inside /app,
-# as they do in a checkout.
-COPY service/ service/
+# The package is installed in the venv (its guidelines asset with it); the model directory is
+# named by RANKER_MODEL above.
 COPY models/dialogue-minilm-l6/ models/dialogue-minilm-l6/
 
 USER 10001:10001
@@ -64,4 +64,4 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
 # uvicorn waits at most RANKER_SHUTDOWN_TIMEOUT_S (15 s by default) for them, so give the runtime's
 # stop grace period (`docker stop -t`, Kubernetes' terminationGracePeriodSeconds) a few seconds more.
 STOPSIGNAL SIGTERM
-ENTRYPOINT ["python", "-m", "service"]
+ENTRYPOINT ["ranker", "serve"]

@@ -2,11 +2,11 @@
 
 Prints, in one run:
 - raw session pairs/s at several batch sizes (the best one is the ceiling);
-- the service (a real ``python -m service`` on loopback) at 1, 4, 16 and 64 concurrent clients:
+- the service (a real ``ranker serve`` on loopback) at 1, 4, 16 and 64 concurrent clients:
   pairs/s, p50 and p99 request latency, and the share of the raw ceiling;
 - a lone 3-candidate request: service p50 vs the raw session's time for the same 3 pairs;
 - with ``--triton``: the same load through a gateway with ``--backend triton`` in front of a real
-  Triton (``python -m export.triton_local``, PyTriton on this CPU), side by side with the embedded
+  Triton (``ranker triton-local``, PyTriton on this CPU), side by side with the embedded
   backend; ``--triton-buckets`` (repeatable) adds one Triton column per length-bucket list
   (``[]``: no buckets, each request padded to its longest pair).
 
@@ -42,9 +42,9 @@ import onnxruntime as ort
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from service.model_bundle import load_bundle  # noqa: E402
-from service.tokenization import Turn  # noqa: E402
-from training.sugar import load_sugar  # noqa: E402
+from dialogue_ranker.data.sugar import load_sugar  # noqa: E402
+from dialogue_ranker.serving.model_bundle import load_bundle  # noqa: E402
+from dialogue_ranker.serving.tokenization import Turn  # noqa: E402
 
 SUGAR = REPO_ROOT.parent / "shared" / "data" / "sugar" / "sugar.jsonl"
 
@@ -159,10 +159,11 @@ def wait_http(url: str, process: subprocess.Popen, what: str) -> None:
 
 
 def start_triton(model: Path, threads: int) -> tuple[subprocess.Popen, int]:
-    """``export.triton_local`` on free ports; returns the process and its gRPC port."""
+    """``dialogue_ranker.export.triton_local`` on free ports; returns the process and its gRPC port."""
     http_port, grpc_port = free_port(), free_port()
     command = [
-        sys.executable, "-m", "export.triton_local", "--model", str(model), "--http-port", str(http_port),
+        sys.executable, "-m", "dialogue_ranker.export.triton_local", "--model", str(model),
+        "--http-port", str(http_port),
         "--grpc-port", str(grpc_port), "--threads", str(threads),
         # Requests fail at the same age as on the embedded backend (the gateway's request timeout).
         "--queue-timeout-us", str(10_000_000),
@@ -180,7 +181,7 @@ def start_server(
     command = [
         sys.executable,
         "-m",
-        "service",
+        "dialogue_ranker.serving",
         "--model",
         str(model),
         "--port",
@@ -195,7 +196,7 @@ def start_server(
         str(logit_cache_entries),
         *extra,
     ]
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")}
     process = subprocess.Popen(command, env=env)
     wait_http(f"http://127.0.0.1:{port}/readyz", process, "the service")
     return process

@@ -30,9 +30,9 @@ import onnxruntime as ort
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_gateway import REPO_ROOT, make_requests  # noqa: E402
 
-from service.batching.direct import bucket_length  # noqa: E402
-from service.model_bundle import load_bundle  # noqa: E402
-from service.tokenization import Turn  # noqa: E402
+from dialogue_ranker.serving.batching.direct import bucket_length  # noqa: E402
+from dialogue_ranker.serving.model_bundle import load_bundle  # noqa: E402
+from dialogue_ranker.serving.tokenization import Turn  # noqa: E402
 
 SCHEMES: dict[str, tuple[int, ...]] = {
     "none (longest pair)": (),

@@ -25,10 +25,10 @@ import statistics
 import time
 from pathlib import Path
 
-from export.checks import score_sequences, session, view_sequences
-from service.model_bundle import load_bundle
-from training.domain_eval import group_split
-from training.ranking_data import RankingList, read_lists
+from dialogue_ranker.data.ranking_data import RankingList, read_lists
+from dialogue_ranker.evaluation.domains import group_split
+from dialogue_ranker.evaluation.scoring import score_sequences, session, view_sequences
+from dialogue_ranker.serving.model_bundle import load_bundle
 
 
 def dev_sample(path: Path, count: int, *, min_statements: int = 0) -> list[RankingList]:

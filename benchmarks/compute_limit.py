@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from export.machine import CpuInfo
+from dialogue_ranker.data.machine import CpuInfo
 
 #: Weight-matrix product ops of ONNX graphs, fp32 (MatMul) and dynamically quantised (MatMulInteger).
 _WEIGHT_OPS = ("MatMul", "MatMulInteger", "Gemm")

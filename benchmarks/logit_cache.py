@@ -2,10 +2,10 @@
 
     python -m benchmarks.logit_cache [--model models/dialogue-minilm-l6] [--requests 40] [--rounds 3]
 
-Two real ``python -m service`` processes on loopback, one with ``--ranking.logit-cache-entries 0``
+Two real ``ranker serve`` processes on loopback, one with ``--ranking.logit-cache-entries 0``
 and one with the default cache, take the same requests in alternating rounds (a slow spell of the
 machine falls on both), 4 clients at a time. Three kinds of multi-turn request, each from
-Topical-Chat dev contexts (``runs/data/topical-chat.jsonl``, written by ``training.convert``):
+Topical-Chat dev contexts (``runs/data/topical-chat.jsonl``, written by ``dialogue_ranker.training.convert``):
 
 - new replies every turn: the list's own 10 candidates, as a socialbot's neural generators give
   (nothing repeats: the cache's cost, not its gain);
@@ -32,9 +32,9 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.bench_gateway import REPO_ROOT, free_port, load, start_server
-from service.model_bundle import load_bundle
-from training.domain_eval import group_split
-from training.ranking_data import RankingList, read_lists
+from dialogue_ranker.data.ranking_data import RankingList, read_lists
+from dialogue_ranker.evaluation.domains import group_split
+from dialogue_ranker.serving.model_bundle import load_bundle
 
 CLIENTS = 4
 POOL = 30
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     p.add_argument("--threads", type=int, default=2, help="ONNX Runtime intra-op threads")
     args = p.parse_args(argv)
     if not args.data.is_file():
-        raise SystemExit(f"{args.data} is missing: python -m training.convert topical-chat ... writes it")
+        raise SystemExit(f"{args.data} is missing: ranker convert topical-chat ... writes it")
     lists = [x for x in read_lists(args.data) if group_split(x.group) == "dev" and len(x.context) > 1]
     random.Random(0).shuffle(lists)
     kinds = workloads(lists, args.requests, args.rounds)

@@ -1,6 +1,6 @@
 """What clients see under overload and under failing backend calls, counted by status.
 
-``overload`` (the default): starts ``python -m service`` with its default settings (the shipped
+``overload`` (the default): starts ``ranker serve`` with its default settings (the shipped
 model on the embedded ONNX backend) and, in one run:
 
 1. measures saturation: a closed loop of ``--clients`` clients for ``--saturation-s`` seconds gives
@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 
 from bench_gateway import free_port, make_requests, wait_http  # noqa: E402
 
-from service.settings import DEFAULT_MODEL_DIR, LimitsSettings  # noqa: E402
+from dialogue_ranker.serving.settings import DEFAULT_MODEL_DIR, LimitsSettings  # noqa: E402
 
 #: Client timeout beyond the server's request timeout: a request unanswered by then is a timeout.
 CLIENT_SLACK_S = 5.0
@@ -66,9 +66,9 @@ def start_service(args: list[str], log: Path) -> tuple[subprocess.Popen[bytes], 
     # The bodies are sent again and again: with kept logits the repeats would cost nothing, and
     # overload is about computing more than the CPUs can.
     no_cache = ["--ranking.logit-cache-entries", "0"]
-    command = [sys.executable, "-m", "service", "--port", str(port), "--log-level", "warning"]
+    command = [sys.executable, "-m", "dialogue_ranker.serving", "--port", str(port), "--log-level", "warning"]
     command += [*no_cache, *args]
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")}
     with log.open("wb") as out:
         process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -211,7 +211,7 @@ def main() -> None:
         log = REPO_ROOT / "runs" / f"overload-{options.mode}.log"
         log.parent.mkdir(exist_ok=True)
         process, url = start_service(args, log)
-        print(f"service: python -m service {' '.join(args)} (log: {log.relative_to(REPO_ROOT)})")
+        print(f"service: ranker serve {' '.join(args)} (log: {log.relative_to(REPO_ROOT)})")
     try:
         (run_faults if options.mode == "faults" else run_overload)(options, url)
     finally:

@@ -9,7 +9,7 @@ machine's description:
    are checked against the service's, its logits against the fp32 ONNX graph when one exists);
 2. raw ONNX Runtime sessions: the fp32 graph of the same weights (when built) and the shipped
    int8 model;
-3. the service as a real ``python -m service`` process on loopback, and with ``--triton`` the
+3. the service as a real ``ranker serve`` process on loopback, and with ``--triton`` the
    gateway in front of a local Triton (the load and server code of ``bench_gateway.py``);
 4. the FP32 limit: matrix-product FLOPs per pair at the measured mean length against the peak
    FP32 FLOP/s of the cores used (see ``compute_limit.py``).
@@ -67,9 +67,9 @@ from compute_limit import (  # noqa: E402
 )
 from report_output import Point, Section, markdown_table, write_report  # noqa: E402
 
-from export.machine import read_cpu  # noqa: E402
-from service.model_bundle import ModelBundle, load_bundle  # noqa: E402
-from service.tokenization import DEFAULT_SPEAKER, EncodedPair, PairEncoder, Turn, turn_text  # noqa: E402
+from dialogue_ranker.data.machine import read_cpu  # noqa: E402
+from dialogue_ranker.serving.model_bundle import ModelBundle, load_bundle  # noqa: E402
+from dialogue_ranker.serving.tokenization import DEFAULT_SPEAKER, EncodedPair, PairEncoder, Turn, turn_text  # noqa: E402
 
 # Where `make model` leaves the shipped model's run and its export build (RUN ?= runs/sugar).
 DEFAULT_CHECKPOINT = REPO_ROOT / "runs" / "sugar" / "ranker"
@@ -128,12 +128,12 @@ class Workload:
 def load_workload(bundle: ModelBundle, limit: int | None) -> Workload:
     """The SUGAR test split (or the built-in sample set), at most ``limit`` requests."""
     if SUGAR.is_file():
-        from training.sugar import load_sugar, select, split_indices
+        from dialogue_ranker.data.sugar import load_sugar, select, split_indices
 
         examples = load_sugar(SUGAR)
         seed = bundle.metadata.get("training_data", {}).get("split_seed")
         if bundle.shared_prefix:
-            from training.domain_eval import group_split
+            from dialogue_ranker.evaluation.domains import group_split
 
             examples = [e for e in examples if group_split(f"sugar-{e.index}") == "test"]
             source = "SUGAR test part of the group split"
@@ -264,9 +264,7 @@ def bench_cross_encoder(
     """
     if not (checkpoint / "config.json").is_file():
         if not bundle.shared_prefix:
-            raise Unavailable(
-                f"no fp32 checkpoint at {checkpoint} (python -m training.train_sugar makes one)"
-            )
+            raise Unavailable(f"no fp32 checkpoint at {checkpoint} (a per-pair bundle needs its own)")
         checkpoint = fresh_cross_encoder(REPO_ROOT / "build" / "cross-encoder-fresh-head")
     # A local checkpoint: loading it must not wait on the Hub (benchmark hosts are often offline).
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -312,7 +310,7 @@ def fresh_cross_encoder(path: Path) -> Path:
     if not (path / "config.json").is_file():
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        from training.backbone import backbone_dir
+        from dialogue_ranker.training.backbone import backbone_dir
 
         model = AutoModelForSequenceClassification.from_pretrained(str(backbone_dir()), num_labels=1)
         model.save_pretrained(str(path))
@@ -338,7 +336,7 @@ def bench_fp32(
         print(notes[-1])
     if not args.fp32_onnx.is_file():
         notes.append(
-            f"fp32 graph rows and logit parity left out: {args.fp32_onnx} is absent (python -m export)."
+            f"fp32 graph rows and logit parity left out: {args.fp32_onnx} is absent (ranker export)."
         )
         print(notes[-1])
         return points, notes

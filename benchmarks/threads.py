@@ -1,6 +1,6 @@
 """Which split of the CPUs serves best: concurrent backend calls x ONNX Runtime threads per call.
 
-Runs the service (a real ``python -m service`` on loopback) once per setting on the same
+Runs the service (a real ``ranker serve`` on loopback) once per setting on the same
 requests as ``report.py`` (the SUGAR test requests, all 12 statements, 3 candidates) and prints
 pairs/s and request latency at 1 and 16 clients:
 
@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_gateway import REPO_ROOT, bench_service, pct  # noqa: E402
 from report import load_workload  # noqa: E402
 
-from service.cpu import available_cpus  # noqa: E402
-from service.model_bundle import load_bundle  # noqa: E402
+from dialogue_ranker.serving.cpu import available_cpus  # noqa: E402
+from dialogue_ranker.serving.model_bundle import load_bundle  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

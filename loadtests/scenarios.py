@@ -52,7 +52,7 @@ def load_situated(path: Path | None) -> tuple[list[SituatedExample], str]:
         return [SituatedExample(u, s, c) for u, s, c in samples.SITUATED_SAMPLES], "built-in samples"
     # The training loader is the one parser of the SUGAR format; imported here so that runs on
     # the built-in samples do not need it.
-    from training.sugar import load_sugar
+    from dialogue_ranker.data.sugar import load_sugar
 
     try:
         examples = [SituatedExample(e.request, e.statements, e.candidates) for e in load_sugar(path)]

@@ -1,7 +1,7 @@
 """The two kinds of model bundle the Triton tests run on (``bundle_of_kind``).
 
 ``per-pair``: a tiny randomly initialised BERT cross-encoder (``hf_models.tiny_bert``) exported with
-the project's Hugging Face exporter (``python -m export.hf``): one row per (context, candidate)
+the project's Hugging Face exporter (``ranker export-hf``): one row per (context, candidate)
 pair, inputs ``input_ids`` / ``attention_mask`` / ``token_type_ids``, output ``logits``, the
 dynamic int8 graph served one pair per call, as a dynamically quantised bundle ships. The bundle
 gets a statement selector too (the same model's fp32 graph, a pair graph of its own length limit),
@@ -102,10 +102,10 @@ def shared_prefix_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def write_tiny_per_pair_bundle(root: Path) -> Path:
-    """``python -m export.hf`` on a tiny BERT (int8 served), plus a selector: ``root/bundle``."""
+    """``ranker export-hf`` on a tiny BERT (int8 served), plus a selector: ``root/bundle``."""
     from hf_models import tiny_bert
 
-    import export.hf as hf
+    import dialogue_ranker.export.hf as hf
 
     source = tiny_bert(root / "hf")
     bundle = root / "bundle"
@@ -133,9 +133,9 @@ def write_tiny_shared_prefix_bundle(directory: Path) -> Path:
     import torch
     from transformers import BertConfig, BertModel
 
-    from export.shared_prefix import export_fp32
-    from service.list_encoding import ListEncoder
-    from training.shared_prefix import INPUT_NAMES, OUTPUT_NAME, SharedPrefixRanker
+    from dialogue_ranker.export.shared_prefix import export_fp32
+    from dialogue_ranker.serving.list_encoding import ListEncoder
+    from dialogue_ranker.training.shared_prefix import INPUT_NAMES, OUTPUT_NAME, SharedPrefixRanker
 
     directory.mkdir(parents=True, exist_ok=True)
     tokenizer = write_tiny_tokenizer(directory / "tokenizer.json")
@@ -158,7 +158,7 @@ def write_tiny_shared_prefix_bundle(directory: Path) -> Path:
         "max_length": encoder.max_length,
         "tokenizer": "tokenizer.json",
         "encoding": {"kind": "shared-prefix", **encoder.budgets()},
-        "serving": {"sub_batch_pairs": 1},  # as export.shared_prefix writes it
+        "serving": {"sub_batch_pairs": 1},  # as dialogue_ranker.export.shared_prefix writes it
         "ranker": {
             "file": "model.onnx",
             "inputs": list(INPUT_NAMES),

@@ -19,7 +19,7 @@ from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import Whitespace
 
-from service.list_encoding import ListEncoder
+from dialogue_ranker.serving.list_encoding import ListEncoder
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
@@ -146,14 +146,15 @@ def wait_ready(base_url: str, process: subprocess.Popen) -> None:
 def launch_service(
     args: Sequence[str], *, cwd: Path, stdout: Any = subprocess.PIPE
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """``python -m service`` on a free loopback port with one ONNX thread; the process and its URL.
+    """``ranker serve`` on a free loopback port with one ONNX thread; the process and its URL.
 
     Its stderr goes where its stdout goes (a pipe by default; a file for a long run, since a
     pipe nobody reads fills and stalls the server).
     """
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "RANKER_ONNX__INTRA_OP_THREADS": "1"}
-    command = [sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", str(port), *args]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "src"), "RANKER_ONNX__INTRA_OP_THREADS": "1"}
+    command = [sys.executable, "-m", "dialogue_ranker.serving", "--host", "127.0.0.1", "--port", str(port)]
+    command += args
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=stdout, stderr=subprocess.STDOUT)
     return process, f"http://127.0.0.1:{port}"
 

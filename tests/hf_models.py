@@ -25,7 +25,7 @@ def minilm_with_fresh_head(out: Path) -> Path:
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from training.backbone import backbone_dir
+    from dialogue_ranker.training.backbone import backbone_dir
 
     torch.manual_seed(0)
     model = AutoModelForSequenceClassification.from_pretrained(str(backbone_dir()), num_labels=1)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from service.settings import REPO_ROOT
+from dialogue_ranker.serving.settings import REPO_ROOT
 
 DEPLOY = REPO_ROOT / "deploy"
 OVERLAYS = ("cpu", "gpu")

@@ -11,9 +11,9 @@ import pytest
 from benchmarks import report
 from benchmarks.compute_limit import ModelDims, flops_per_pair, peak_fp32
 from benchmarks.report_output import Point, Section, markdown_table, write_report
-from export.machine import CpuInfo, read_cpu
-from service.model_bundle import load_bundle
-from service.tokenization import Turn, load_tokenizer
+from dialogue_ranker.data.machine import CpuInfo, read_cpu
+from dialogue_ranker.serving.model_bundle import load_bundle
+from dialogue_ranker.serving.tokenization import Turn, load_tokenizer
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +51,7 @@ def test_flops_per_pair_matches_a_hand_count_for_a_tiny_config(tmp_path: Path) -
 def test_the_graph_gives_the_checkpoint_config_shapes(model_dir: Path) -> None:
     checkpoint = report.DEFAULT_CHECKPOINT
     if not (checkpoint / "config.json").is_file():
-        pytest.skip(f"no fp32 checkpoint at {checkpoint} (python -m training.train)")
+        pytest.skip(f"no fp32 checkpoint at {checkpoint} (ranker train)")
     expected = ModelDims.from_config(checkpoint)
     # The shipped graph is dynamic int8 (MatMulInteger): the shapes must still come out.
     for graph in (load_bundle(model_dir).ranker.path, report.DEFAULT_FP32_ONNX):
@@ -146,7 +146,7 @@ def test_cross_encoder_logits_match_the_fp32_graph_on_the_same_texts(
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # what the report sets, undone after the test
     checkpoint = report.DEFAULT_CHECKPOINT
     if not report.DEFAULT_FP32_ONNX.is_file():
-        pytest.skip(f"{report.DEFAULT_FP32_ONNX} is absent (python -m export)")
+        pytest.skip(f"{report.DEFAULT_FP32_ONNX} is absent (ranker export)")
     torch = pytest.importorskip("torch", reason="the dev extras (torch) are not installed")
     bundle = load_bundle(model_dir)
     work = report.load_workload(bundle, 2)

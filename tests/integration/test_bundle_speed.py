@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import bundle_speed
-from training.domain_eval import group_split
+from dialogue_ranker.evaluation.domains import group_split
 
 pytestmark = pytest.mark.integration
 

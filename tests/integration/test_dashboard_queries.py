@@ -14,8 +14,8 @@ import pytest
 from manifests import DASHBOARD, Manifest, one, render_overlays
 from prometheus_client.metrics import MetricWrapperBase
 
-from service.metrics import Metrics
-from service.settings import Settings
+from dialogue_ranker.serving.metrics import Metrics
+from dialogue_ranker.serving.settings import Settings
 
 pytestmark = pytest.mark.integration
 

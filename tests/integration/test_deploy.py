@@ -19,9 +19,9 @@ import pytest
 from manifests import DEPLOY, OVERLAYS, Manifest, one, render, render_overlays
 from pydantic import BaseModel
 
-from service.cpu import available_cpus, batch_workers, intra_op_threads
-from service.guidelines import Guidelines
-from service.settings import DEFAULT_GUIDELINES, REPO_ROOT, Settings
+from dialogue_ranker.serving.cpu import available_cpus, batch_workers, intra_op_threads
+from dialogue_ranker.serving.guidelines import Guidelines
+from dialogue_ranker.serving.settings import DEFAULT_GUIDELINES, REPO_ROOT, Settings
 
 pytestmark = pytest.mark.integration
 

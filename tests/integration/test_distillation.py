@@ -6,7 +6,7 @@ import shutil
 import numpy as np
 import pytest
 
-from training.ranking_data import DataError
+from dialogue_ranker.data.ranking_data import DataError
 
 pytestmark = pytest.mark.integration
 
@@ -18,7 +18,7 @@ SMALL = ["--limit", "8", "--dev-lists", "4", "--batch-lists", "2", "--max-prefix
 
 @pytest.fixture(scope="module")
 def sugar(tmp_path_factory, shared_data):
-    from training import convert
+    from dialogue_ranker.training import convert
 
     path = tmp_path_factory.mktemp("data") / "sugar.jsonl"
     convert.main(["sugar", str(shared_data / "sugar" / "sugar.jsonl"), str(path)])
@@ -28,7 +28,7 @@ def sugar(tmp_path_factory, shared_data):
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, sugar):
     """A two-step run: a finished run directory to teach or to start from."""
-    from training import train
+    from dialogue_ranker.training import train
 
     out = tmp_path_factory.mktemp("runs") / "run"
     train.main(["--data", str(sugar), "--out", str(out), "--max-steps", "2", *SMALL])
@@ -45,7 +45,7 @@ def shifted_copy(run, out, shift: float):
 
 
 def test_the_distillation_loss_is_flat_where_the_student_says_what_the_teachers_say():
-    from training.distill import distillation_loss
+    from dialogue_ranker.training.distill import distillation_loss
 
     teacher = torch.tensor([[2.0, -1.0, 0.5, 0.0], [0.3, 1.2, 0.0, 0.0]])
     present = torch.tensor([[True, True, True, False], [True, True, False, False]])
@@ -61,9 +61,9 @@ def test_the_distillation_loss_is_flat_where_the_student_says_what_the_teachers_
 
 
 def test_the_ensemble_target_is_the_teachers_logits_weighted_on_the_same_sequences(run, sugar, tmp_path):
-    from training import train
-    from training.distill import Ensemble, parse_teacher
-    from training.shared_prefix import load_run_for_scoring
+    from dialogue_ranker.training import train
+    from dialogue_ranker.training.distill import Ensemble, parse_teacher
+    from dialogue_ranker.training.shared_prefix import load_run_for_scoring
 
     other = shifted_copy(run, tmp_path / "shifted", 2.0)
     config = json.loads((run / "config.json").read_text())
@@ -83,8 +83,8 @@ def test_the_ensemble_target_is_the_teachers_logits_weighted_on_the_same_sequenc
 
 
 def test_a_student_moves_toward_its_teachers_and_the_run_records_them(run, sugar, tmp_path):
-    from training import train
-    from training.domain_eval import RunScorer
+    from dialogue_ranker.training import train
+    from dialogue_ranker.training.evaluate_run import RunScorer
 
     teacher = shifted_copy(run, tmp_path / "teacher", 3.0)
     lists = train.load_splits(train.parse_args(["--data", str(sugar), "--out", "x", *SMALL]))[1]["sugar"]
@@ -107,7 +107,7 @@ def test_a_student_moves_toward_its_teachers_and_the_run_records_them(run, sugar
 
 
 def test_a_teacher_that_reads_other_sequences_is_refused_by_name(run, tmp_path):
-    from training.distill import Ensemble, parse_teacher
+    from dialogue_ranker.training.distill import Ensemble, parse_teacher
 
     with pytest.raises(DataError, match="--teacher .*encoded as"):
         Ensemble([parse_teacher(f"{run}:1")], {"kind": "shared-prefix", "max_prefix_tokens": 256,
@@ -120,14 +120,14 @@ def test_a_teacher_that_reads_other_sequences_is_refused_by_name(run, tmp_path):
 def test_a_teacher_needs_a_run_and_a_positive_weight(text):
     import argparse
 
-    from training.distill import parse_teacher
+    from dialogue_ranker.training.distill import parse_teacher
 
     with pytest.raises(argparse.ArgumentTypeError, match="--teacher"):
         parse_teacher(text)
 
 
 def test_max_seconds_ends_training_early_and_stop_at_replays_it(run, sugar, tmp_path):
-    from training import train
+    from dialogue_ranker.training import train
 
     result = train.main(
         ["--data", str(sugar), "--init", str(run), "--max-seconds", "0", "--max-steps", "3",
@@ -141,15 +141,15 @@ def test_max_seconds_ends_training_early_and_stop_at_replays_it(run, sugar, tmp_
          "--out", str(tmp_path / "replayed"), *SMALL]
     )  # fmt: skip
     assert (result["steps"], result["planned_steps"]) == (1, 3)
-    from export.shared_prefix import stage_schedule
+    from dialogue_ranker.export.shared_prefix import stage_schedule
 
     config = json.loads((tmp_path / "replayed" / "config.json").read_text())
     assert stage_schedule(config).startswith("the first 1 of the 3 steps of 3 steps,")
 
 
 def test_the_model_card_lists_the_soup_members_then_the_distilled_stage(run, sugar, tmp_path):
-    from export.shared_prefix import distillation_line, interpolation_line, schedule_lines
-    from training import interpolate, train
+    from dialogue_ranker.export.shared_prefix import distillation_line, interpolation_line, schedule_lines
+    from dialogue_ranker.training import interpolate, train
 
     other = shifted_copy(run, tmp_path / "other", 1.0)
     soup = tmp_path / "soup"

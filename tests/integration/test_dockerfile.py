@@ -25,8 +25,8 @@ import pytest
 from helpers import REPO_ROOT
 from pydantic import BaseModel
 
-from service import settings as service_settings
-from service.settings import Settings
+from dialogue_ranker.serving import settings as service_settings
+from dialogue_ranker.serving.settings import Settings
 
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 DOCKERIGNORE = REPO_ROOT / ".dockerignore"
@@ -307,8 +307,8 @@ def test_image_bakes_in_the_model_the_service_loads_by_default() -> None:
     assert (REPO_ROOT / default / "metadata.json").is_file()
     assert destinations[default] == workdir / default
     assert PurePosixPath(env_of(RUNTIME)["RANKER_MODEL"]) == workdir / default
-    # The package sits in the working directory, so its repository-relative defaults hold there too.
-    assert destinations["service"] == workdir / "service"
+    # The package itself is installed in the venv, not copied beside the model.
+    assert not any(source.startswith("src") for source in destinations)
 
 
 def test_image_settings_are_real_service_settings(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -348,7 +348,7 @@ def test_image_runs_as_a_non_root_numeric_user() -> None:
 
 def test_server_is_pid_1_in_exec_form_and_stops_on_sigterm() -> None:
     entrypoint = last(RUNTIME, "ENTRYPOINT").exec_form()
-    assert entrypoint == ["python", "-m", "service"]
+    assert entrypoint == ["ranker", "serve"]
     assert last(RUNTIME, "STOPSIGNAL").args == "SIGTERM"
     assert PurePosixPath(env_of(RUNTIME)["PATH"].split(":")[0]) == PurePosixPath("/opt/venv/bin")
     for instruction in in_stage(RUNTIME, "CMD"):

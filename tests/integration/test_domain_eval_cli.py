@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from service.tokenization import Turn
-from training.domain_eval import main
-from training.ranking_data import Candidate, RankingList, write_lists
+from dialogue_ranker.data.ranking_data import Candidate, RankingList, write_lists
+from dialogue_ranker.evaluation.domains import main
+from dialogue_ranker.serving.tokenization import Turn
 
 pytestmark = pytest.mark.integration
 
@@ -47,8 +47,8 @@ def test_the_cli_scores_generic_lists_with_the_shipped_model(model_dir, tmp_path
 def test_the_sugar_settings_cli_scores_the_shipped_model_on_its_test_split(
     model_dir, shared_data, tmp_path
 ) -> None:
-    """training.evaluate on SUGAR: the shipped model's own split, scored as served, one row."""
-    from training import evaluate
+    """evaluation.sugar_protocol on SUGAR: the shipped model's own split, scored as served, one row."""
+    from dialogue_ranker.training import evaluate
 
     row = "u+S1 (gold statements)"
     results = evaluate.main(

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from service.tokenization import Turn
+from dialogue_ranker.serving.tokenization import Turn
 
 pytestmark = pytest.mark.integration
 torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
@@ -24,8 +24,8 @@ REQUESTS = [
 
 def _ranker(seed: int, noise: float = 0.0):
     """The backbone with a cosine head, a random linear part and, with ``noise``, moved weights."""
-    from training.backbone import backbone_dir
-    from training.shared_prefix import SharedPrefixRanker
+    from dialogue_ranker.training.backbone import backbone_dir
+    from dialogue_ranker.training.shared_prefix import SharedPrefixRanker
 
     torch.manual_seed(seed)
     model = SharedPrefixRanker.load(backbone_dir(), head="cosine")
@@ -37,18 +37,18 @@ def _ranker(seed: int, noise: float = 0.0):
 
 
 def _encoder_and_requests():
-    from service.list_encoding import ListEncoder
-    from training.backbone import backbone_dir
+    from dialogue_ranker.serving.list_encoding import ListEncoder
+    from dialogue_ranker.training.backbone import backbone_dir
 
     encoder = ListEncoder.from_file(backbone_dir(), max_prefix_tokens=96, max_candidate_tokens=32)
     return encoder, [encoder.encode_request(*r) for r in REQUESTS]
 
 
 def test_the_ensemble_graph_scores_the_weighted_sum_of_its_members_logits(tmp_path):
-    from export.checks import score_sequences, session
-    from export.shared_prefix import export_fp32
-    from training.ensemble import EnsembleRanker
-    from training.shared_prefix import INPUT_NAMES, score_requests
+    from dialogue_ranker.evaluation.scoring import score_sequences, session
+    from dialogue_ranker.export.shared_prefix import export_fp32
+    from dialogue_ranker.training.ensemble import EnsembleRanker
+    from dialogue_ranker.training.shared_prefix import INPUT_NAMES, score_requests
 
     first, second = _ranker(0), _ranker(1, noise=0.01)
     encoder, requests = _encoder_and_requests()
@@ -68,11 +68,11 @@ def test_the_ensemble_graph_scores_the_weighted_sum_of_its_members_logits(tmp_pa
 
 def test_a_soup_member_comes_back_from_the_blockwise_graph_and_the_other_member(tmp_path):
     """Soup = 0.5 A + 0.5 B, exported blockwise int8; B and the graph give A back within a step."""
-    from export import quantize
-    from export.checks import score_sequences, session
-    from export.shared_prefix import export_fp32
-    from training.recover import graph_weights, narrowed, recover_member
-    from training.shared_prefix import score_requests
+    from dialogue_ranker.evaluation.scoring import score_sequences, session
+    from dialogue_ranker.export import quantize
+    from dialogue_ranker.export.shared_prefix import export_fp32
+    from dialogue_ranker.training.recover import graph_weights, narrowed, recover_member
+    from dialogue_ranker.training.shared_prefix import score_requests
 
     member, other, soup = _ranker(0, noise=0.01), _ranker(1, noise=0.01), _ranker(2)
     with torch.no_grad():

@@ -1,4 +1,4 @@
-"""Faults, overload and hostile clients against a real ``python -m service`` on loopback.
+"""Faults, overload and hostile clients against a real ``ranker serve`` on loopback.
 
 The fake backend injects the faults (latency, every n-th call failing, poison pairs); the
 sockets are real, so stalled bodies, idle connections, disconnects and malformed HTTP go

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from helpers import serve_in_process
 
-from service.app import create_app
-from service.settings import Settings
+from dialogue_ranker.serving.app import create_app
+from dialogue_ranker.serving.settings import Settings
 
 pytestmark = pytest.mark.integration
 

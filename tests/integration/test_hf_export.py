@@ -1,4 +1,4 @@
-"""``python -m export.hf``: real Hugging Face directories (BERT, RoBERTa, DeBERTa-v2) to served bundles."""
+"""``ranker export-hf``: real Hugging Face directories (BERT, RoBERTa, DeBERTa-v2) to served bundles."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from helpers import serve_in_process
 from hf_models import BUILDERS
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-import export.hf as hf
-from service.app import create_app
-from service.settings import Settings
+import dialogue_ranker.export.hf as hf
+from dialogue_ranker.serving.app import create_app
+from dialogue_ranker.serving.settings import Settings
 
 pytestmark = pytest.mark.integration
 

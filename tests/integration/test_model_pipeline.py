@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.model_bundle import load_bundle
-from service.tokenization import Turn
-from training.ranking_data import DataError
+from dialogue_ranker.data.ranking_data import DataError
+from dialogue_ranker.serving.model_bundle import load_bundle
+from dialogue_ranker.serving.tokenization import Turn
 
 pytestmark = pytest.mark.integration
 
@@ -61,10 +61,10 @@ def _pairs(encoder):
 
 def test_onnx_export_matches_pytorch_on_a_few_pairs(tmp_path):
     torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
-    from export.checks import score, session
-    from export.onnx_graph import export_fp32
-    from service.tokenization import PairEncoder
-    from training.backbone import backbone_dir, load_cross_encoder, score_pairs
+    from dialogue_ranker.evaluation.scoring import score, session
+    from dialogue_ranker.export.onnx_graph import export_fp32
+    from dialogue_ranker.serving.tokenization import PairEncoder
+    from dialogue_ranker.training.backbone import backbone_dir, load_cross_encoder, score_pairs
 
     torch.manual_seed(0)
     model = load_cross_encoder(backbone_dir())  # the classifier head is freshly (seeded) initialised
@@ -98,7 +98,7 @@ def _spec_encoder_calibrator_pairs(bundle, part):
 @pytest.mark.parametrize("part", ["ranker", "selector"])
 def test_shipped_model_scores_do_not_depend_on_batch_mates(model_dir, part):
     """Each pair scored alone vs inside shuffled mixed-length batches, run as the service runs them."""
-    from export.checks import batch_invariance, session
+    from dialogue_ranker.evaluation.scoring import batch_invariance, session
 
     bundle = load_bundle(model_dir)
     spec, encoder, calibrator, pairs = _spec_encoder_calibrator_pairs(bundle, part)
@@ -126,11 +126,11 @@ def test_dynamically_quantised_graphs_are_declared_one_pair_per_call(model_dir, 
 def test_shared_prefix_export_matches_pytorch_and_a_candidate_ignores_its_list_mates(tmp_path, head):
     """fp32 graph vs PyTorch on mixed-length sequences; a candidate alone vs inside its list."""
     torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
-    from export.checks import score_sequences, session
-    from export.shared_prefix import export_fp32
-    from service.list_encoding import ListEncoder
-    from training.backbone import backbone_dir
-    from training.shared_prefix import SharedPrefixRanker, score_requests
+    from dialogue_ranker.evaluation.scoring import score_sequences, session
+    from dialogue_ranker.export.shared_prefix import export_fp32
+    from dialogue_ranker.serving.list_encoding import ListEncoder
+    from dialogue_ranker.training.backbone import backbone_dir
+    from dialogue_ranker.training.shared_prefix import SharedPrefixRanker, score_requests
 
     torch.manual_seed(0)
     fresh = SharedPrefixRanker.load(backbone_dir(), head=head)
@@ -162,12 +162,12 @@ def test_blockwise_int8_stays_nearer_fp32_than_dynamic_and_ignores_list_mates(tm
     """The blockwise graph (MatMulNBits) against dynamic int8, both from one fp32 export."""
     torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
     onnx = pytest.importorskip("onnx", reason="onnx is not installed")
-    from export import quantize
-    from export.checks import score_sequences, session
-    from export.shared_prefix import export_fp32
-    from service.list_encoding import ListEncoder
-    from training.backbone import backbone_dir
-    from training.shared_prefix import SharedPrefixRanker
+    from dialogue_ranker.evaluation.scoring import score_sequences, session
+    from dialogue_ranker.export import quantize
+    from dialogue_ranker.export.shared_prefix import export_fp32
+    from dialogue_ranker.serving.list_encoding import ListEncoder
+    from dialogue_ranker.training.backbone import backbone_dir
+    from dialogue_ranker.training.shared_prefix import SharedPrefixRanker
 
     torch.manual_seed(0)
     model = SharedPrefixRanker.load(backbone_dir(), head="cosine")
@@ -207,8 +207,8 @@ def test_blockwise_int8_stays_nearer_fp32_than_dynamic_and_ignores_list_mates(tm
 def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, shared_data):
     """A smoke run of training.train on the generic format: two files, weights, a calibrated run."""
     pytest.importorskip("torch", reason="training extras (torch) are not installed")
-    from service.calibration import Calibrator
-    from training import convert, train
+    from dialogue_ranker.serving.calibration import Calibrator
+    from dialogue_ranker.training import convert, train
 
     sugar = tmp_path / "sugar.jsonl"
     convert.main(["sugar", str(shared_data / "sugar" / "sugar.jsonl"), str(sugar)])
@@ -242,9 +242,9 @@ def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, share
     # Interpolated toward the backbone: alpha 1 is the run, alpha 0 the fresh cosine-head model.
     import torch
 
-    from training import interpolate
-    from training.backbone import backbone_dir
-    from training.shared_prefix import SharedPrefixRanker
+    from dialogue_ranker.training import interpolate
+    from dialogue_ranker.training.backbone import backbone_dir
+    from dialogue_ranker.training.shared_prefix import SharedPrefixRanker
 
     tuned = SharedPrefixRanker.load(out / "ranker")
     fresh = SharedPrefixRanker.load(backbone_dir(), head="cosine")
@@ -262,7 +262,7 @@ def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, share
     assert set(found["alphas"]) == {"0.0", "1.0"} and found["alphas"]["1.0"]["held"]["lists"] == 20
     # The evaluation CLI scores a run in PyTorch as interpolate scored it at alpha 1 (the same
     # order), with the run's own calibration: probabilities in [0, 1], the run's threshold.
-    from training import domain_eval
+    from dialogue_ranker.training import domain_eval
 
     by_run = domain_eval.main(["--run", str(out), "--lists", f"held={held}", "--split", "all"])["held"]
     for metric in ("lists", "precision_at_1", "ndcg_at_3", "mrr"):
@@ -308,14 +308,14 @@ def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, share
     assert blended["interpolation"]["with"] == [
         {"run": str(out), "weight": 0.4, "config": json.loads((out / "config.json").read_text())}
     ]
-    from export.shared_prefix import interpolation_line, schedule_lines
+    from dialogue_ranker.export.shared_prefix import interpolation_line, schedule_lines
 
     own = schedule_lines(json.loads((out / "config.json").read_text())).removeprefix("- stage 1: ")
     assert schedule_lines(blended).splitlines() == [f"- stage A1: {own}", f"- stage B1: {own}"]
     assert "0.6 x run A + 0.4 x run B" in interpolation_line(blended)
     # An output ensemble lists the same stages, says it averages logits, not weights, and names a
-    # member recovered from a shipped graph (training.recover).
-    from export.shared_prefix import ensemble_line, ensemble_member
+    # member recovered from a shipped graph (dialogue_ranker.training.recover).
+    from dialogue_ranker.export.shared_prefix import ensemble_line, ensemble_member
 
     own_config = json.loads((out / "config.json").read_text())
     for bad in ("nothing", f"{out}:1.5", f"{out}:x", f"{tmp_path / 'nowhere'}:0.5"):
@@ -370,7 +370,7 @@ def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, share
     stage = json.loads((second / "config.json").read_text())
     assert stage["init"]["run"] == str(first) and stage["init"]["config"]["data"] == config["data"]
     assert stage["backbone"] == config["backbone"]  # interpolation still averages toward the backbone
-    from export.shared_prefix import schedule_lines, training_stages
+    from dialogue_ranker.export.shared_prefix import schedule_lines, training_stages
 
     assert [s["data"] for s in training_stages(stage)] == [config["data"], stage["data"]]
     assert schedule_lines(stage).splitlines() == [
@@ -393,8 +393,9 @@ def test_training_commands_name_a_bad_file_without_a_traceback(tmp_path):
     line = {"group": "g", "context": [{"text": "hello"}], "candidates": [{"text": "hi", "label": 7}]}
     bad.write_text(json.dumps(line) + "\n")
     for command in (
-        ["training.train", "--data", str(bad), "--out", str(tmp_path / "run")],
-        ["training.domain_eval", "--model", str(tmp_path / "no-model"), "--lists", f"bad={bad}"],
+        ["dialogue_ranker.training.train", "--data", str(bad), "--out", str(tmp_path / "run")],
+        ["dialogue_ranker.evaluation.domains", "--model", str(tmp_path / "no-model"),
+         "--lists", f"bad={bad}"],
     ):
         done = subprocess.run([sys.executable, "-m", *command], capture_output=True, text=True, timeout=120)
         assert done.returncode == 2, done.stderr
@@ -407,11 +408,11 @@ def test_the_pair_layout_reads_the_context_with_each_candidate_and_is_not_export
     pytest.importorskip("torch", reason="training extras (torch) are not installed")
     import torch
 
-    from export.__main__ import main as export_main
-    from service.list_encoding import ListEncoder
-    from training import convert, train
-    from training.backbone import backbone_dir
-    from training.shared_prefix import SharedPrefixRanker, to_tensors
+    from dialogue_ranker.export.__main__ import main as export_main
+    from dialogue_ranker.serving.list_encoding import ListEncoder
+    from dialogue_ranker.training import convert, train
+    from dialogue_ranker.training.backbone import backbone_dir
+    from dialogue_ranker.training.shared_prefix import SharedPrefixRanker, to_tensors
 
     sugar = tmp_path / "sugar.jsonl"
     convert.main(["sugar", str(shared_data / "sugar" / "sugar.jsonl"), str(sugar)])
@@ -443,8 +444,8 @@ def test_the_pair_layout_reads_the_context_with_each_candidate_and_is_not_export
 def test_train_candidates_keeps_the_appropriate_ones_and_samples_the_rest():
     """--train-candidates: every appropriate candidate stays, the negatives are a fresh sample."""
     pytest.importorskip("torch", reason="training extras (torch) are not installed")
-    from training.ranking_data import Candidate, RankingList
-    from training.train import sample_candidates
+    from dialogue_ranker.data.ranking_data import Candidate, RankingList
+    from dialogue_ranker.training.train import sample_candidates
 
     lists = RankingList(
         context=(Turn("user", "hi"),),
@@ -465,7 +466,7 @@ def test_train_candidates_keeps_the_appropriate_ones_and_samples_the_rest():
 @pytest.mark.parametrize("value", ["-3", "0", "1", "two"])
 def test_train_candidates_below_two_is_refused_by_name(value, capsys):
     pytest.importorskip("torch", reason="training extras (torch) are not installed")
-    from training.train import parse_args
+    from dialogue_ranker.training.train import parse_args
 
     with pytest.raises(SystemExit) as exit_:
         parse_args(["--data", "x.jsonl", "--out", "o", "--train-candidates", value])
@@ -475,8 +476,8 @@ def test_train_candidates_below_two_is_refused_by_name(value, capsys):
 def test_bf16_training_scores_like_fp32_and_records_what_it_ran_in(tmp_path, shared_data, monkeypatch):
     """--precision bf16: the training forward pass in autocast, close to fp32; the run says which ran."""
     torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
-    from training import backbone, convert, train
-    from training.shared_prefix import SharedPrefixRanker
+    from dialogue_ranker.training import backbone, convert, train
+    from dialogue_ranker.training.shared_prefix import SharedPrefixRanker
 
     sugar = tmp_path / "sugar.jsonl"
     convert.main(["sugar", str(shared_data / "sugar" / "sugar.jsonl"), str(sugar)])
@@ -518,12 +519,12 @@ def test_the_similarity_term_adds_its_weight_times_the_sentence_encoders_cosine(
     torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
     from sentence_transformers import SentenceTransformer
 
-    from export.checks import score_sequences, session
-    from export.shared_prefix import export_fp32
-    from service.list_encoding import ListEncoder
-    from training.backbone import backbone_dir
-    from training.shared_prefix import score_requests
-    from training.similarity import SimilarityRanker, candidate_cosines
+    from dialogue_ranker.evaluation.scoring import score_sequences, session
+    from dialogue_ranker.export.shared_prefix import export_fp32
+    from dialogue_ranker.serving.list_encoding import ListEncoder
+    from dialogue_ranker.training.backbone import backbone_dir
+    from dialogue_ranker.training.shared_prefix import score_requests
+    from dialogue_ranker.training.similarity import SimilarityRanker, candidate_cosines
 
     torch.manual_seed(0)
     model = SimilarityRanker.load(backbone_dir(), backbone_dir(), weight=2.5).eval()
@@ -552,7 +553,7 @@ def test_the_similarity_term_adds_its_weight_times_the_sentence_encoders_cosine(
 def test_the_similarity_weight_is_what_the_cosine_is_worth_when_ordering_one_list():
     """The pairwise fit recovers the weight that chose each list's pick, whatever each list's cosine level."""
     pytest.importorskip("torch", reason="training extras (torch) are not installed")
-    from training.similarity import fit_weight
+    from dialogue_ranker.training.similarity import fit_weight
 
     rng = np.random.default_rng(0)
     logits, cosines = rng.normal(size=(2, 2000, 8))
@@ -575,9 +576,14 @@ def test_the_similarity_weight_is_what_the_cosine_is_worth_when_ordering_one_lis
 def test_a_fresh_cosine_head_scores_each_token_by_its_cosine_with_the_mean_prefix_state():
     """The cosine head's token logit, recomputed by hand: scale x cos(token, mean prefix) + bias."""
     torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
-    from service.list_encoding import ListEncoder
-    from training.backbone import backbone_dir
-    from training.shared_prefix import COSINE_SCALE, SharedPrefixRanker, attention_bias, to_tensors
+    from dialogue_ranker.serving.list_encoding import ListEncoder
+    from dialogue_ranker.training.backbone import backbone_dir
+    from dialogue_ranker.training.shared_prefix import (
+        COSINE_SCALE,
+        SharedPrefixRanker,
+        attention_bias,
+        to_tensors,
+    )
 
     encoder = ListEncoder.from_file(backbone_dir(), max_prefix_tokens=64, max_candidate_tokens=16)
     model = SharedPrefixRanker.load(backbone_dir(), head="cosine").eval()
@@ -606,8 +612,8 @@ def test_a_fresh_cosine_head_scores_each_token_by_its_cosine_with_the_mean_prefi
 
 def test_pairwise_sugar_training_smoke_run_writes_a_usable_run_directory(tmp_path, shared_data):
     pytest.importorskip("torch", reason="training extras (torch) are not installed")
-    from service.calibration import Calibrator
-    from training import train_sugar
+    from dialogue_ranker.serving.calibration import Calibrator
+    from dialogue_ranker.training import train_sugar
 
     out = tmp_path / "run"
     result = train_sugar.main(
@@ -664,7 +670,7 @@ def test_shipped_metadata_names_its_data_and_limits(model_dir):
 def test_a_training_file_is_credited_to_its_dataset_by_name():
     """Another negative mix of a dataset keeps its licence; an unknown file is marked, not guessed."""
     pytest.importorskip("torch", reason="training extras (torch) are not installed")
-    from export.shared_prefix import DATASETS, dataset_of
+    from dialogue_ranker.export.shared_prefix import DATASETS, dataset_of
 
     assert dataset_of("topical-chat") == dataset_of("topical-chat-entity-fact") == DATASETS["topical-chat"]
     assert dataset_of("sugar") == DATASETS["sugar"]
@@ -688,8 +694,8 @@ def test_the_export_names_the_machine_its_int8_figures_were_measured_on():
     pytest.importorskip("torch", reason="training extras (torch) are not installed")
     import onnxruntime
 
-    from export.machine import describe_for_report, read_cpu
-    from export.shared_prefix import machine_line
+    from dialogue_ranker.data.machine import describe_for_report, read_cpu
+    from dialogue_ranker.export.shared_prefix import machine_line
 
     cpu = read_cpu()
     machine = describe_for_report(cpu)
@@ -703,9 +709,9 @@ def test_the_export_names_the_machine_its_int8_figures_were_measured_on():
 def test_dev_seed_fixes_the_dev_sample_across_training_seeds(tmp_path):
     """Runs of different --seed compare on the same dev lists when they share --dev-seed."""
     pytest.importorskip("torch", reason="training extras (torch) are not installed")
-    from training.domain_eval import group_split
-    from training.ranking_data import Candidate, RankingList, write_lists
-    from training.train import load_splits, parse_args, run_dev_lists
+    from dialogue_ranker.data.ranking_data import Candidate, RankingList, write_lists
+    from dialogue_ranker.evaluation.domains import group_split
+    from dialogue_ranker.training.train import load_splits, parse_args, run_dev_lists
 
     lists = [
         RankingList(
@@ -735,10 +741,10 @@ def test_dev_seed_fixes_the_dev_sample_across_training_seeds(tmp_path):
 def test_the_calibration_map_is_fitted_on_the_files_named():
     """export --calibrate-on: the Platt map of the named files' dev lists only; unknown names refused."""
     pytest.importorskip("torch", reason="training extras (torch) are not installed")
-    from export.shared_prefix import calibrate_on
-    from service.tokenization import Turn
-    from training.ranking_data import Candidate, RankingList
-    from training.train import fit_calibration
+    from dialogue_ranker.data.ranking_data import Candidate, RankingList
+    from dialogue_ranker.export.shared_prefix import calibrate_on
+    from dialogue_ranker.serving.tokenization import Turn
+    from dialogue_ranker.training.train import fit_calibration
 
     rng = np.random.default_rng(0)
 
@@ -772,10 +778,10 @@ def test_the_threshold_reads_logits_the_export_already_has():
     """export --threshold-on: a file whose dev logits were scored is not scored again (no session
     is needed), and the threshold is the best one for those logits under the fitted map."""
     pytest.importorskip("torch", reason="training extras (torch) are not installed")
-    from export.shared_prefix import calibrate_on, threshold_on
-    from service.tokenization import Turn
-    from training import metrics
-    from training.ranking_data import Candidate, RankingList
+    from dialogue_ranker.data.ranking_data import Candidate, RankingList
+    from dialogue_ranker.evaluation import metrics
+    from dialogue_ranker.export.shared_prefix import calibrate_on, threshold_on
+    from dialogue_ranker.serving.tokenization import Turn
 
     rng = np.random.default_rng(1)
     labels = [1, 0, 0]
@@ -802,11 +808,11 @@ def test_training_with_the_last_turn_view_averages_the_views_logits_as_the_servi
 
     import torch
 
-    from service.list_encoding import ListEncoder
-    from training import train
-    from training.backbone import backbone_dir
-    from training.ranking_data import Candidate, RankingList
-    from training.shared_prefix import SharedPrefixRanker
+    from dialogue_ranker.data.ranking_data import Candidate, RankingList
+    from dialogue_ranker.serving.list_encoding import ListEncoder
+    from dialogue_ranker.training import train
+    from dialogue_ranker.training.backbone import backbone_dir
+    from dialogue_ranker.training.shared_prefix import SharedPrefixRanker
 
     model = SharedPrefixRanker.load(backbone_dir(), head="cosine").eval()
     encoder = ListEncoder.from_file(backbone_dir(), max_prefix_tokens=96, max_candidate_tokens=32)

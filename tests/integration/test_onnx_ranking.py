@@ -15,11 +15,11 @@ import pytest
 from bundle_kinds import is_shared_prefix, per_pair_bundle
 from helpers import serve_in_process
 
-from service.app import create_app
-from service.backends.onnx import OnnxBackend
-from service.model_bundle import load_bundle
-from service.settings import Settings
-from service.tokenization import Turn
+from dialogue_ranker.serving.app import create_app
+from dialogue_ranker.serving.backends.onnx import OnnxBackend
+from dialogue_ranker.serving.model_bundle import load_bundle
+from dialogue_ranker.serving.settings import Settings
+from dialogue_ranker.serving.tokenization import Turn
 
 pytestmark = pytest.mark.integration
 
@@ -197,10 +197,10 @@ async def test_the_export_centres_the_prior_where_the_service_scores_it(model_di
     """``export --prior-weight``: the centre is the mean logit the service gives the dev lists'
     multi-turn candidates after a bare "." turn; a one-turn list does not count."""
     pytest.importorskip("torch", reason="the exporter needs the training extras (torch)")
-    from export.checks import session
-    from export.shared_prefix import prior_centre, views_line, views_logits
-    from service.context_views import ViewWeights
-    from training.ranking_data import Candidate, RankingList
+    from dialogue_ranker.data.ranking_data import Candidate, RankingList
+    from dialogue_ranker.evaluation.scoring import session
+    from dialogue_ranker.export.shared_prefix import prior_centre, views_line, views_logits
+    from dialogue_ranker.serving.context_views import ViewWeights
 
     bundle = load_bundle(model_dir)
     if not bundle.shared_prefix:

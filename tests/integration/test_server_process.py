@@ -1,4 +1,4 @@
-"""A real ``python -m service`` uvicorn process on a loopback port."""
+"""A real ``ranker serve`` uvicorn process on a loopback port."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ SHUTDOWN_TIMEOUT_S = 10
 
 
 def start_server(tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """``python -m service`` on a free loopback port (the real model when present, else fake)."""
+    """``ranker serve`` on a free loopback port (the real model when present, else fake)."""
     model = real_model_dir()
     args = (
         ["--model", str(model)]

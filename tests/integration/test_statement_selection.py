@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from helpers import serve_in_process
 
-from service.app import create_app
-from service.model_bundle import load_bundle
-from service.settings import Settings
+from dialogue_ranker.serving.app import create_app
+from dialogue_ranker.serving.model_bundle import load_bundle
+from dialogue_ranker.serving.settings import Settings
 
 pytestmark = pytest.mark.integration
 
@@ -75,7 +75,7 @@ def test_selection_never_drops_the_context_or_the_candidate(selecting_model):
     """Whatever the selector keeps, the ranker's pair still holds the latest turn and the candidate."""
     bundle = load_bundle(selecting_model)
     encoder = bundle.pair_encoder()
-    from service.tokenization import Turn
+    from dialogue_ranker.serving.tokenization import Turn
 
     long_statements = [
         f"Statement {i} is a rather long sentence about the state of the house." for i in range(50)

@@ -1,4 +1,4 @@
-"""A real Triton (``python -m export.triton_local``, PyTriton) and the gateway against it.
+"""A real Triton (``ranker triton-local``, PyTriton) and the gateway against it.
 
 Select with ``pytest -m triton``. Every test runs on a per-pair bundle (a tiny BERT exported by
 ``export.hf``, dynamic int8 served one pair per call, with a statement selector: Triton serves a
@@ -26,9 +26,9 @@ import pytest
 from bundle_kinds import KINDS, bundle_of_kind
 from helpers import REPO_ROOT, free_port, free_ports, serve_in_process
 
-from service.app import create_app
-from service.model_bundle import load_bundle
-from service.settings import Settings
+from dialogue_ranker.serving.app import create_app
+from dialogue_ranker.serving.model_bundle import load_bundle
+from dialogue_ranker.serving.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.triton]
 
@@ -76,7 +76,7 @@ REQUESTS: list[dict[str, Any]] = [
 
 
 class TritonProcess:
-    """``python -m export.triton_local`` in its own process group, on fixed ports."""
+    """``ranker triton-local`` in its own process group, on fixed ports."""
 
     def __init__(self, model: Path, log: Path) -> None:
         self.model = model
@@ -91,7 +91,7 @@ class TritonProcess:
 
     def start(self) -> None:
         command = [
-            sys.executable, "-m", "export.triton_local", "--model", str(self.model),
+            sys.executable, "-m", "dialogue_ranker.export.triton_local", "--model", str(self.model),
             "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port),
             "--metrics-port", str(self.metrics_port), "--threads", "1",
         ]  # fmt: skip

@@ -1,4 +1,4 @@
-"""The Triton model repository export (``python -m export.triton_repo``) on real bundles.
+"""The Triton model repository export (``ranker triton-repo``) on real bundles.
 
 Every test runs on a per-pair bundle (a tiny BERT exported by ``export.hf``, with a selector) and
 on a shared-prefix bundle (the shipped model when it is one); see ``tests/bundle_kinds.py``. Each
@@ -33,10 +33,16 @@ from google.protobuf import text_format
 from helpers import free_ports
 from tritonclient.grpc import model_config_pb2 as mc
 
-from export.triton_repo import WARMUP_DIR, RepositoryOptions, config_text, parse_config, write_repository
-from service.list_encoding import ListEncoder
-from service.model_bundle import load_bundle
-from service.tokenization import Turn
+from dialogue_ranker.export.triton_repo import (
+    WARMUP_DIR,
+    RepositoryOptions,
+    config_text,
+    parse_config,
+    write_repository,
+)
+from dialogue_ranker.serving.list_encoding import ListEncoder
+from dialogue_ranker.serving.model_bundle import load_bundle
+from dialogue_ranker.serving.tokenization import Turn
 
 pytestmark = pytest.mark.integration
 

@@ -11,9 +11,9 @@ import httpx
 import pytest
 from helpers import serve_in_process
 
-from service.app import create_app
-from service.backends.fake import FakeBackend
-from service.settings import Settings
+from dialogue_ranker.serving.app import create_app
+from dialogue_ranker.serving.backends.fake import FakeBackend
+from dialogue_ranker.serving.settings import Settings
 
 BODY = {"context": "could you make some coffee", "candidates": ["sure", "no", "i will make tea"]}
 
@@ -217,7 +217,7 @@ async def test_the_openapi_schema_has_the_three_examples_and_the_limits(fake_bun
 
 @pytest.mark.parametrize("example", ["socialbot", "situated"])
 async def test_the_openapi_examples_are_valid_requests(fake_bundle: Path, example: str) -> None:
-    from service.api.examples import RANK_EXAMPLES
+    from dialogue_ranker.serving.api.examples import RANK_EXAMPLES
 
     async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
         response = await client.post("/rank", json=RANK_EXAMPLES[example]["value"])

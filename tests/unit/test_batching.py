@@ -7,13 +7,19 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 
-from service.backends.fake import FakeBackend, hashed_logit
-from service.batching import Batcher, PairQueue, WorkItem
-from service.batching.admission import Backlog, admit
-from service.errors import BackendError, BackendTimeout, BackendUnavailable, NotReady, Overloaded
-from service.metrics import Metrics
-from service.settings import BatchingSettings, BreakerSettings
-from service.tokenization import EncodedPair, PairEncoder
+from dialogue_ranker.serving.backends.fake import FakeBackend, hashed_logit
+from dialogue_ranker.serving.batching import Batcher, PairQueue, WorkItem
+from dialogue_ranker.serving.batching.admission import Backlog, admit
+from dialogue_ranker.serving.errors import (
+    BackendError,
+    BackendTimeout,
+    BackendUnavailable,
+    NotReady,
+    Overloaded,
+)
+from dialogue_ranker.serving.metrics import Metrics
+from dialogue_ranker.serving.settings import BatchingSettings, BreakerSettings
+from dialogue_ranker.serving.tokenization import EncodedPair, PairEncoder
 
 PAD_ID = 0
 

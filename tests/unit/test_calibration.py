@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from service.calibration import Calibrator
-from training.calibrate import fit_isotonic, fit_platt
+from dialogue_ranker.evaluation.calibration import fit_isotonic, fit_platt
+from dialogue_ranker.serving.calibration import Calibrator
 
 GRID = np.linspace(-12, 12, 2001)
 
@@ -51,7 +51,7 @@ def test_calibrator_rejects_maps_that_could_reorder_a_ranking(spec):
 
 
 def test_shipped_model_calibration_is_monotonic(model_dir):
-    from service.model_bundle import load_bundle
+    from dialogue_ranker.serving.model_bundle import load_bundle
 
     bundle = load_bundle(model_dir)
     assert np.all(np.diff(bundle.calibration(GRID)) >= 0)

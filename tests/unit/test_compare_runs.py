@@ -1,4 +1,4 @@
-"""training.compare_runs: designs grouped from run directories, seeds averaged, gaps in standard errors."""
+"""evaluation.compare_runs: designs grouped from run directories, seeds averaged, gaps in standard errors."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from training.compare_runs import main, standard_error
+from dialogue_ranker.evaluation.compare_runs import main, standard_error
 
 
 def run_dir(root: Path, name: str, kind: str, p_at_1: float, ndcg: float, head: str | None = None) -> Path:

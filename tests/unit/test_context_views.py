@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from helpers import write_fake_bundle
 
-from service.context_views import ONE_VIEW, ViewWeights, combine, views
-from service.model_bundle import BundleError, load_bundle
-from service.tokenization import Turn
+from dialogue_ranker.serving.context_views import ONE_VIEW, ViewWeights, combine, views
+from dialogue_ranker.serving.model_bundle import BundleError, load_bundle
+from dialogue_ranker.serving.tokenization import Turn
 
 TURNS = ("I am cold.", "Shall I close the window?", "No, it is stuck.")
 

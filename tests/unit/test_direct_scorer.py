@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from helpers import serve_in_process
 
-from service.app import create_app
-from service.backends import is_remote
-from service.backends.fake import FakeBackend, hashed_logit
-from service.batching import DirectScorer
-from service.batching.direct import bucket_length
-from service.errors import BackendError, BackendUnavailable, NotReady, Overloaded
-from service.metrics import Metrics
-from service.settings import Settings
-from service.tokenization import Batch, EncodedPair, PairEncoder
+from dialogue_ranker.serving.app import create_app
+from dialogue_ranker.serving.backends import is_remote
+from dialogue_ranker.serving.backends.fake import FakeBackend, hashed_logit
+from dialogue_ranker.serving.batching import DirectScorer
+from dialogue_ranker.serving.batching.direct import bucket_length
+from dialogue_ranker.serving.errors import BackendError, BackendUnavailable, NotReady, Overloaded
+from dialogue_ranker.serving.metrics import Metrics
+from dialogue_ranker.serving.settings import Settings
+from dialogue_ranker.serving.tokenization import Batch, EncodedPair, PairEncoder
 
 
 class FakeRemoteBackend:

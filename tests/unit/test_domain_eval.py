@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from service.tokenization import Turn
-from training.domain_eval import evaluate, group_split, within_context_auc
-from training.metrics import ordered_pairs
-from training.ranking_data import Candidate, RankingList
+from dialogue_ranker.data.ranking_data import Candidate, RankingList
+from dialogue_ranker.evaluation.domains import evaluate, group_split, within_context_auc
+from dialogue_ranker.evaluation.metrics import ordered_pairs
+from dialogue_ranker.serving.tokenization import Turn
 
 
 def ranking_list(*candidates: Candidate, group: str = "g") -> RankingList:

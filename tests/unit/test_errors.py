@@ -1,7 +1,13 @@
 from __future__ import annotations
 
-import service.errors as errors
-from service.errors import ERROR_TABLE, RankerError, UnknownIntent, error_body, status_and_type
+import dialogue_ranker.serving.errors as errors
+from dialogue_ranker.serving.errors import (
+    ERROR_TABLE,
+    RankerError,
+    UnknownIntent,
+    error_body,
+    status_and_type,
+)
 
 
 def all_subclasses(cls: type) -> set[type]:

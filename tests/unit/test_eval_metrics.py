@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from training import metrics
+from dialogue_ranker.evaluation import metrics
 
 
 def test_precision_at_1_hits_when_top_candidate_has_best_rating():

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import UnknownIntent
-from service.guidelines import GuidelineError, Guidelines, MaskReason
-from service.settings import DEFAULT_GUIDELINES
+from dialogue_ranker.serving.errors import UnknownIntent
+from dialogue_ranker.serving.guidelines import GuidelineError, Guidelines, MaskReason
+from dialogue_ranker.serving.settings import DEFAULT_GUIDELINES
 
 
 def test_the_default_guidelines_load() -> None:

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from helpers import tiny_list_encoder
 
-from service.cpu import MAX_WORKERS, available_cpus, batch_workers, intra_op_threads
-from service.list_encoding import PAD_SEGMENT, ListEncoder, candidate_logits
-from service.tokenization import Turn
+from dialogue_ranker.serving.cpu import MAX_WORKERS, available_cpus, batch_workers, intra_op_threads
+from dialogue_ranker.serving.list_encoding import PAD_SEGMENT, ListEncoder, candidate_logits
+from dialogue_ranker.serving.tokenization import Turn
 
 
 @pytest.fixture

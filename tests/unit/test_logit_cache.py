@@ -10,10 +10,10 @@ import pytest
 from helpers import serve_in_process, write_fake_bundle
 from test_ranking import COFFEE_THEN_TEA, app_with, word_scores
 
-from service.app import create_app
-from service.logit_cache import LogitCache
-from service.settings import Settings
-from service.tokenization import Turn
+from dialogue_ranker.serving.app import create_app
+from dialogue_ranker.serving.logit_cache import LogitCache
+from dialogue_ranker.serving.settings import Settings
+from dialogue_ranker.serving.tokenization import Turn
 
 USER_TEA = [Turn("user", "tea please")]
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from service.metrics import Metrics
+from dialogue_ranker.serving.metrics import Metrics
 
 
 def test_every_metric_has_the_ranker_prefix() -> None:

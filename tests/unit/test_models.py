@@ -9,9 +9,9 @@ import pytest
 from helpers import serve_in_process, write_fake_bundle
 from pydantic import ValidationError
 
-from service.app import create_app
-from service.model_bundle import BundleError
-from service.settings import Settings
+from dialogue_ranker.serving.app import create_app
+from dialogue_ranker.serving.model_bundle import BundleError
+from dialogue_ranker.serving.settings import Settings
 
 BODY = {"context": "could you make some coffee", "candidates": ["sure", "no", "i will make tea"]}
 

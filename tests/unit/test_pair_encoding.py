@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from helpers import SHIPPED_MODEL
 
-from service.tokenization import PairEncoder, Turn
+from dialogue_ranker.serving.tokenization import PairEncoder, Turn
 
 
 def _tokenizer_path() -> Path:

@@ -10,9 +10,9 @@ import pytest
 from helpers import serve_in_process, write_fake_bundle
 from tokenizers import Tokenizer
 
-from service.app import create_app
-from service.backends.fake import FakeBackend
-from service.settings import Settings
+from dialogue_ranker.serving.app import create_app
+from dialogue_ranker.serving.backends.fake import FakeBackend
+from dialogue_ranker.serving.settings import Settings
 
 AGENT_BODY = {
     "context": [{"speaker": "customer", "text": "i forgot my password"}],

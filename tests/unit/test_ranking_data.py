@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from service.tokenization import Turn
-from training import convert
-from training.ranking_data import Candidate, DataError, RankingList, read_lists, write_lists
+from dialogue_ranker.data.ranking_data import Candidate, DataError, RankingList, read_lists, write_lists
+from dialogue_ranker.serving.tokenization import Turn
+from dialogue_ranker.training import convert
 
 GOOD = {
     "context": [{"speaker": "user", "text": "It is so hot in here."}],

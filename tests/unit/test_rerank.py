@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from helpers import serve_in_process
 
-from service.app import create_app
-from service.settings import Settings
+from dialogue_ranker.serving.app import create_app
+from dialogue_ranker.serving.settings import Settings
 
 QUERY = "could you make some coffee"
 DOCUMENTS = ["sure", "no", "i will make tea", "one moment please"]

@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from service.api.schemas import RankRequest, build_rank_request
-from service.ranking import MaskMode
-from service.settings import LimitsSettings
+from dialogue_ranker.serving.api.schemas import RankRequest, build_rank_request
+from dialogue_ranker.serving.ranking import MaskMode
+from dialogue_ranker.serving.settings import LimitsSettings
 
 
 def error_locs(model: type[RankRequest], body: dict) -> list[tuple]:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from service.selection import choose_statements
+from dialogue_ranker.serving.selection import choose_statements
 
 
 def test_statements_over_the_threshold_are_kept_most_relevant_first() -> None:

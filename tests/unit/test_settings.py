@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 from pydantic_settings import CliApp
 
-from service.settings import REPO_ROOT, Settings
+from dialogue_ranker.serving.settings import REPO_ROOT, Settings
 
 
 def test_defaults_point_into_the_repository() -> None:

@@ -10,9 +10,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from service import tracing
-from service.app import create_app
-from service.settings import Settings
+from dialogue_ranker.serving import tracing
+from dialogue_ranker.serving.app import create_app
+from dialogue_ranker.serving.settings import Settings
 
 SECRET_WORDS = ("coffee", "kitchen", "sister")
 BODY = {

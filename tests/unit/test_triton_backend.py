@@ -8,11 +8,17 @@ import pytest
 from pydantic_settings import CliApp
 from tritonclient.utils import InferenceServerException
 
-from service.backends import build_backend, is_remote
-from service.backends.triton import TritonBackend, translate_error
-from service.errors import BackendError, BackendTimeout, BackendUnavailable, Overloaded, status_and_type
-from service.model_bundle import OnnxModelSpec
-from service.settings import Settings
+from dialogue_ranker.serving.backends import build_backend, is_remote
+from dialogue_ranker.serving.backends.triton import TritonBackend, translate_error
+from dialogue_ranker.serving.errors import (
+    BackendError,
+    BackendTimeout,
+    BackendUnavailable,
+    Overloaded,
+    status_and_type,
+)
+from dialogue_ranker.serving.model_bundle import OnnxModelSpec
+from dialogue_ranker.serving.settings import Settings
 
 
 def translated(status: str, message: str = "details"):

@@ -5,9 +5,9 @@ from pathlib import Path
 import numpy as np
 from helpers import tiny_list_encoder
 
-from export.triton_local import calls_of
-from service.list_encoding import SIMILARITY_INPUT_NAMES
-from service.tokenization import Turn
+from dialogue_ranker.export.triton_local import calls_of
+from dialogue_ranker.serving.list_encoding import SIMILARITY_INPUT_NAMES
+from dialogue_ranker.serving.tokenization import Turn
 
 RANKER_INPUTS = ("input_ids", "token_type_ids", "position_ids", "segment_ids")
 

@@ -1,0 +1,137 @@
+"""Measurements the export reports: parity with PyTorch, batch invariance, speed."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from dialogue_ranker.serving import context_views
+from dialogue_ranker.serving.calibration import Calibrator
+from dialogue_ranker.serving.list_encoding import EncodedList, ListEncoder
+from dialogue_ranker.serving.tokenization import EncodedPair, PairEncoder
+
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def session(path: str | Path, *, threads: int = 2, providers: Sequence[str] = ("CPUExecutionProvider",)):
+    """An ONNX Runtime session the way the service opens one (sequential, fixed threads)."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    return ort.InferenceSession(str(path), options, providers=list(providers))
+
+
+def run_batch(sess: ort.InferenceSession, encoder: PairEncoder, pairs: Sequence[EncodedPair]) -> np.ndarray:
+    """Logits of one padded batch."""
+    names = [i.name for i in sess.get_inputs()]
+    return np.asarray(sess.run(None, encoder.pad(pairs).as_feeds(names))[0], dtype=np.float32).reshape(-1)
+
+
+def score(
+    sess: ort.InferenceSession, encoder: PairEncoder, pairs: Sequence[EncodedPair], *, batch_size: int = 16
+) -> np.ndarray:
+    """Logits for pairs in order, length-sorted into batches."""
+    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i]))
+    out = np.empty(len(pairs), dtype=np.float32)
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        out[idx] = run_batch(sess, encoder, [pairs[i] for i in idx])
+    return out
+
+
+def batch_invariance(
+    sess: ort.InferenceSession,
+    encoder: PairEncoder,
+    pairs: Sequence[EncodedPair],
+    calibrator: Calibrator,
+    *,
+    batch_size: int = 16,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Each pair scored alone versus inside shuffled, mixed-length, padded batches.
+
+    Returns the largest change in logit and in calibrated probability over all pairs.
+    """
+    alone = np.concatenate([run_batch(sess, encoder, [p]) for p in pairs])
+    order = list(range(len(pairs)))
+    random.Random(seed).shuffle(order)
+    mixed = np.empty(len(pairs), dtype=np.float32)
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        mixed[idx] = run_batch(sess, encoder, [pairs[i] for i in idx])
+    return {
+        "max_abs_logit_change": float(np.max(np.abs(alone - mixed))),
+        "max_abs_prob_change": float(np.max(np.abs(calibrator(alone) - calibrator(mixed)))),
+        "pairs": len(pairs),
+    }
+
+
+def throughput(
+    sess: ort.InferenceSession,
+    encoder: PairEncoder,
+    pairs: Sequence[EncodedPair],
+    *,
+    batch_size: int,
+    repeat: int = 1,
+) -> float:
+    """Pairs per second over ``pairs`` in batches of ``batch_size`` (after one warm-up batch)."""
+    run_batch(sess, encoder, pairs[:batch_size])
+    started = time.perf_counter()
+    for _ in range(repeat):
+        for start in range(0, len(pairs), batch_size):
+            run_batch(sess, encoder, pairs[start : start + batch_size])
+    return repeat * len(pairs) / (time.perf_counter() - started)
+
+
+def score_sequences(
+    sess: ort.InferenceSession, encoder: ListEncoder, requests: Sequence[Sequence[EncodedList]]
+) -> list[np.ndarray]:
+    """A shared-prefix graph's candidate logits per request, one sequence per call (as served)."""
+    names = [i.name for i in sess.get_inputs()]
+    output = sess.get_outputs()[0].name
+    out = []
+    for sequences in requests:
+        batches = [encoder.pad([s]) for s in sequences]
+        out.append(np.concatenate([b.readout(sess.run([output], b.as_feeds(names))[0]) for b in batches]))
+    return out
+
+
+def score_lists(
+    sess: ort.InferenceSession,
+    encoder: ListEncoder,
+    lists: Sequence,
+    *,
+    views: context_views.ViewWeights | float = 0.0,
+) -> list[np.ndarray]:
+    """Ranking lists' candidate logits as the service scores them: every situation, every view.
+
+    ``lists``: anything with ``context``, ``situations`` and ``candidates`` (``data.ranking_data``'s
+    RankingList); a multi-turn list is scored with its last turn alone and its reply's prior too as
+    ``views`` asks (a number: the last-turn weight alone; :mod:`dialogue_ranker.serving.context_views`).
+    """
+    out = []
+    for x in lists:
+        by_view = view_logits(sess, encoder, x, views)
+        out.append(context_views.combine(np.concatenate(by_view), len(by_view), views))
+    return out
+
+
+def view_logits(
+    sess: ort.InferenceSession, encoder: ListEncoder, x, views: context_views.ViewWeights | float
+) -> list[np.ndarray]:
+    """A ranking list's candidate logits, one array per view (before they are combined)."""
+    return score_sequences(sess, encoder, view_sequences(encoder, x, views))
+
+
+def view_sequences(
+    encoder: ListEncoder, x, views: context_views.ViewWeights | float
+) -> list[list[EncodedList]]:
+    """A ranking list's sequences, view by view, as the service encodes its request."""
+    texts = [c.text for c in x.candidates]
+    return [encoder.encode_request(t, x.situations, texts) for t in context_views.views(x.context, views)]

@@ -1,0 +1,292 @@
+r"""Evaluate a shipped model directory on SUGAR-format data, the way the service runs it.
+
+    ranker evaluate-sugar --model models/dialogue-minilm-l6 \\
+        --data ../shared/data/sugar/sugar.jsonl --split-file runs/sugar/split.json --split test
+
+Prints JSON and writes a markdown table beside the published numbers: Precision@1, nDCG@3 and
+MRR on the examples that have a bad candidate (the paper's protocol), ECE and abstention
+accuracy of the calibrated scores, for the input settings u, u+S1 (gold statements), u+S (all
+12; with and without statement selection) and the distractor curve (gold + 5/10/15 expanded
+distractors), plus a TF-IDF row computed the same way. Scoring goes through ONNX Runtime with
+the service's pair encoder, calibration and selection rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+from dialogue_ranker.data.sugar import ATTRIBUTION, SugarExample, load_sugar, select, split_indices
+from dialogue_ranker.evaluation import metrics
+from dialogue_ranker.evaluation.domains import group_split
+from dialogue_ranker.evaluation.grouping import score_grouped
+from dialogue_ranker.evaluation.scoring import score, score_sequences, session
+from dialogue_ranker.serving.model_bundle import ModelBundle, load_bundle
+from dialogue_ranker.serving.selection import choose_statements
+
+PUBLISHED = {  # SUGAR paper, 5-fold cross-validation, input u + all 12 statements
+    "TF-IDF": (0.568, 0.850),
+    "BERT-base": (0.727, 0.911),
+    "RoBERTa-base": (0.699, 0.904),
+    "DeBERTa-v3-base": (0.785, 0.931),
+    "DeBERTa-v3-base, only the relevant statements": (0.898, 0.969),
+}
+#: (row name, input setting, statement selection on?)
+ROWS = [
+    ("u", "u", False),
+    ("u+S1 (gold statements)", "u+S1", False),
+    ("u+S (all 12, no selection)", "u+S", False),
+    ("u+S (all 12, selection)", "u+S", True),
+    ("u+S1+5 distractors (selection)", "d5", True),
+    ("u+S1+10 distractors (selection)", "d10", True),
+    ("u+S1+15 distractors (selection)", "d15", True),
+]
+
+
+
+def ranking_metrics(scores: Sequence[Sequence[float]], examples: Sequence[SugarExample]) -> dict[str, float]:
+    """P@1, nDCG@3 and MRR on the examples with a bad candidate (the paper's protocol)."""
+    rows = [(s, e.labels) for s, e in zip(scores, examples, strict=True) if e.has_bad]
+    return {
+        "precision_at_1": float(np.mean([metrics.precision_at_1(s, y) for s, y in rows])),
+        "ndcg_at_3": float(np.mean([metrics.ndcg_at_k(s, y, 3) for s, y in rows])),
+        "mrr": float(np.mean([metrics.reciprocal_rank(s, y) for s, y in rows])),
+        "examples": len(rows),
+    }
+
+
+def precision_recall(selected: Sequence[Sequence[int]], gold: Sequence[Sequence[int]]) -> dict[str, float]:
+    """Micro-averaged statement-selection precision, recall and F1 against the gold indices."""
+    tp = sum(len(set(s) & set(g)) for s, g in zip(selected, gold, strict=True))
+    n_sel = sum(len(s) for s in selected)
+    n_gold = sum(len(g) for g in gold)
+    precision = tp / n_sel if n_sel else 0.0
+    recall = tp / n_gold if n_gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1}
+
+
+class Evaluator:
+    """Scores SUGAR examples with a model directory's ONNX graphs."""
+
+    def __init__(
+        self,
+        bundle: ModelBundle,
+        *,
+        ranker_file: Path | None = None,
+        threads: int = 2,
+        batch_size: int | None = None,
+    ) -> None:
+        self.bundle = bundle
+        # Score as the service does: a model whose scores depend on batch-mates (dynamic int8)
+        # is served one pair per call, and must be evaluated so too.
+        self.batch_size = batch_size or bundle.serving_sub_batch_pairs or 16
+        self.ranker = session(ranker_file or bundle.ranker.path, threads=threads)
+        self.encoder = bundle.pair_encoder()
+        self.selector = session(bundle.selector.model.path, threads=threads) if bundle.selector else None
+        self.selector_encoder = bundle.selector_encoder()
+
+    def selector_logits(self, examples: Sequence[SugarExample], setting: str) -> list[np.ndarray]:
+        """The selector's logits for the statements given in ``setting``, per example."""
+        assert self.selector is not None and self.selector_encoder is not None
+        per_example = [
+            self.selector_encoder.encode_request(e.turns, [], e.statements_for(setting)) for e in examples
+        ]
+        encoder, selector = self.selector_encoder, self.selector
+        return score_grouped(
+            lambda flat: score(selector, encoder, flat, batch_size=self.batch_size), per_example
+        )
+
+    def selected(self, examples: Sequence[SugarExample], setting: str) -> list[list[int]]:
+        """Indices of the statements the selector keeps, per example."""
+        spec = self.bundle.selector
+        assert spec is not None
+        return [
+            choose_statements(spec.calibration(z), threshold=spec.threshold, min_keep=spec.min_keep)
+            for z in self.selector_logits(examples, setting)
+        ]
+
+    def logits(
+        self, examples: Sequence[SugarExample], statements: Sequence[Sequence[str]]
+    ) -> list[np.ndarray]:
+        """Ranker logits per example, in candidate order."""
+        lists = [
+            self.encoder.encode_request(e.turns, s, e.candidates)
+            for e, s in zip(examples, statements, strict=True)
+        ]
+        if self.bundle.shared_prefix:  # one sequence per call, as served
+            return score_sequences(self.ranker, self.encoder, lists)
+        return score_grouped(
+            lambda flat: score(self.ranker, self.encoder, flat, batch_size=self.batch_size), lists
+        )
+
+    def evaluate(self, examples: Sequence[SugarExample], setting: str, selection: bool) -> dict:
+        """All metrics for one input setting."""
+        given = [e.statements_for(setting) for e in examples]
+        result: dict = {}
+        if selection and self.selector is not None and setting != "u":
+            kept = self.selected(examples, setting)
+            gold = [[i for i, g in enumerate(e.gold_flags(setting)) if g] for e in examples]
+            result["selection"] = precision_recall(kept, gold)
+            result["statements_given_mean"] = float(np.mean([len(s) for s in given]))
+            result["statements_kept_mean"] = float(np.mean([len(k) for k in kept]))
+            given = [[s[i] for i in k] for s, k in zip(given, kept, strict=True)]
+        logits = self.logits(examples, given)
+        probs = [self.bundle.calibration(z) for z in logits]
+        outcomes = [int(y >= 1) for e in examples for y in e.labels]
+        result.update(ranking_metrics(logits, examples))
+        result["ece"] = metrics.expected_calibration_error(np.concatenate(probs), outcomes)
+        result["abstention_accuracy"] = metrics.abstention_accuracy(
+            probs, [e.labels for e in examples], self.bundle.threshold
+        )
+        result["pairs"] = int(sum(len(z) for z in logits))
+        return result
+
+
+def fit_tfidf(examples: Sequence[SugarExample]) -> TfidfVectorizer:
+    """The TF-IDF baseline's vocabulary and weights, from requests, statements and candidates."""
+    return TfidfVectorizer().fit([t for e in examples for t in (e.request, *e.statements, *e.candidates)])
+
+
+def tfidf_scores(vectorizer: TfidfVectorizer, examples: Sequence[SugarExample], setting: str) -> list:
+    """TF-IDF cosine between (request + statements) and each candidate."""
+    out = []
+    for e in examples:
+        query = vectorizer.transform([" ".join([e.request, *e.statements_for(setting)])])
+        cands = vectorizer.transform(list(e.candidates))
+        out.append((cands @ query.T).toarray().ravel())
+    return out
+
+
+def markdown(results: dict, *, title: str) -> str:
+    """The results table, the TF-IDF rows and the published numbers."""
+    lines = [
+        f"# {title}",
+        "",
+        "P@1, nDCG@3 and MRR on examples with a bad candidate (the paper's protocol); ECE and abstention",
+        "accuracy over all examples of the split, with the model's calibration and default threshold.",
+        "",
+        "| input | P@1 | nDCG@3 | MRR | ECE | abstention acc. | selection P / R |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, r in results["model"].items():
+        sel = r.get("selection")
+        sel_cell = f"{sel['precision']:.3f} / {sel['recall']:.3f}" if sel else "-"
+        lines.append(
+            f"| {name} | {r['precision_at_1']:.3f} | {r['ndcg_at_3']:.3f} | {r['mrr']:.3f} | {r['ece']:.3f} "
+            f"| {r['abstention_accuracy']:.3f} | {sel_cell} |"
+        )
+    lines += [
+        "",
+        "TF-IDF reference (cosine of request + statements to candidate, fitted on the train split):",
+        "",
+    ]
+    lines += ["| input | P@1 | nDCG@3 | MRR |", "| --- | --- | --- | --- |"]
+    for name, r in results["tfidf"].items():
+        lines.append(f"| {name} | {r['precision_at_1']:.3f} | {r['ndcg_at_3']:.3f} | {r['mrr']:.3f} |")
+    lines += ["", "Published (SUGAR paper, 5-fold cross-validation, u + all 12 statements):", ""]
+    lines += ["| ranker | P@1 | nDCG@3 |", "| --- | --- | --- |"]
+    lines += [f"| {name} | {p:.3f} | {n:.3f} |" for name, (p, n) in PUBLISHED.items()]
+    lines += ["", f"Data: {ATTRIBUTION}", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="model directory (metadata.json, ONNX, tokenizer)")
+    p.add_argument("--data", required=True, help="SUGAR-format JSONL")
+    p.add_argument(
+        "--split-file",
+        default=None,
+        help="split.json of the training run (default: re-derive the split from the model's split seed)",
+    )
+    p.add_argument("--all", action="store_true", help="evaluate every example of --data (no split)")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="pairs per ONNX call (default: the model's serving sub-batch, else 16)",
+    )
+    p.add_argument("--split", default="test", choices=("train", "dev", "test"))
+    p.add_argument(
+        "--ranker-file", default=None, help="score with this ONNX graph instead (e.g. the fp32 export)"
+    )
+    p.add_argument("--rows", default=None, help="comma-separated row names to run (default: all)")
+    p.add_argument(
+        "--out-md", default=None, help="markdown report path (default: beside the model, eval-<split>.md)"
+    )
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--record", action="store_true", help="store results in metadata.json")
+    args = p.parse_args(argv)
+
+    examples = load_sugar(args.data)
+    bundle = load_bundle(args.model)
+    train = examples
+    if not args.all:
+        if args.split_file:
+            split = json.loads(Path(args.split_file).read_text())
+        elif "split_seed" not in bundle.metadata.get("training_data", {}):
+            # A ranking-data run (dialogue_ranker.training.train): the evaluation CLI's group split.
+            parts = {e.index: group_split(f"sugar-{e.index}") for e in examples}
+            split = {
+                name: [i for i, part in parts.items() if part == name] for name in ("train", "dev", "test")
+            }
+        else:
+            split = split_indices(examples, seed=int(bundle.metadata["training_data"]["split_seed"]))
+        train = select(examples, split["train"])
+        examples = select(examples, split[args.split])
+    evaluator = Evaluator(
+        bundle,
+        ranker_file=Path(args.ranker_file) if args.ranker_file else None,
+        threads=args.threads,
+        batch_size=args.batch_size,
+    )
+    wanted = set(args.rows.split(",")) if args.rows else None
+    results: dict = {
+        "model": {},
+        "tfidf": {},
+        "examples": len(examples),
+        "split": args.split,
+        "model_id": bundle.model_id,
+    }
+    started = time.time()
+    vectorizer = fit_tfidf(train)
+    for name, setting, selection in ROWS:
+        if wanted and setting not in wanted and name not in wanted:
+            continue
+        results["model"][name] = evaluator.evaluate(examples, setting, selection)
+        if not selection:
+            results["tfidf"][name] = ranking_metrics(tfidf_scores(vectorizer, examples, setting), examples)
+        print(f"{name}: {json.dumps(results['model'][name])}", flush=True)
+    results["seconds"] = round(time.time() - started, 1)
+    print(json.dumps(results, indent=2))
+    out_md = Path(args.out_md or Path(args.model) / f"eval-{args.split}.md")
+    out_md.write_text(
+        markdown(results, title=f"{bundle.model_id} on SUGAR, {args.split} split ({len(examples)} examples)")
+    )
+    print(f"wrote {out_md}")
+    if args.record:
+        record(Path(args.model), results)
+    return results
+
+
+def record(model_dir: Path, results: dict) -> None:
+    """Store the results under ``metrics`` in metadata.json (``ranker card`` renders them)."""
+    path = model_dir / "metadata.json"
+    metadata = json.loads(path.read_text())
+    split = results["split"]
+    for name, r in results["model"].items():
+        metadata["metrics"][f"{split}: {name}"] = {**r, "ece_after": r["ece"]}
+    for name, r in results["tfidf"].items():
+        metadata["metrics"][f"{split}: TF-IDF, {name}"] = r
+    path.write_text(json.dumps(metadata, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

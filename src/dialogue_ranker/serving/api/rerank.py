@@ -1,0 +1,285 @@
+"""Rerank routes in the shapes clients already speak, on the same ranker as ``/rank``.
+
+- ``POST /v2/rerank``: Cohere's v2 shape (``model``, ``query``, ``documents``, ``top_n``,
+  ``max_tokens_per_doc``) answered as ``{id, results: [{index, relevance_score}], meta}``.
+- ``POST /v1/rerank``: the Jina / vLLM shape, the same request plus ``return_documents``,
+  answered with ``model``, ``usage.total_tokens`` and ``document: {text}`` per result.
+
+The query is the latest user turn and the documents are the candidates; ``relevance_score`` is
+the same calibrated score ``/rank`` gives. What plain rerank clients never send stays optional:
+earlier ``context`` turns, ``situations``, an ``intent`` with ``action``s on documents for
+guideline masks, ``min_score``; the answer adds ``abstain``, ``threshold`` and ``masked``.
+Errors keep the service's one error shape and status table.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from dialogue_ranker.serving.api.dependencies import RuntimeDep
+from dialogue_ranker.serving.api.rank import ERROR_RESPONSES, TimeoutHeader
+from dialogue_ranker.serving.api.schemas import NON_BLANK, Name, TurnIn, texts_as_objects
+from dialogue_ranker.serving.guidelines import MaskReason
+from dialogue_ranker.serving.ranking import Candidate, MaskMode, RankQuery, RankResult
+from dialogue_ranker.serving.settings import LimitsSettings
+from dialogue_ranker.serving.tokenization import DEFAULT_SPEAKER, Turn
+
+
+class RerankDocumentIn(BaseModel):
+    """A document: a plain string, or ``{text}`` with our optional generator and action."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, pattern=NON_BLANK)
+    generator: Name | None = Field(None, description="Which generator proposed it (metrics).")
+    action: Name | None = Field(None, description="Agent action it performs (guideline masks).")
+
+
+class RerankRequest(BaseModel):
+    """A rerank request (Cohere v2 fields, then this service's optional extras)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: Name | None = Field(
+        None, description="A served model's name (GET /v1/models); default: the first."
+    )
+    query: str = Field(min_length=1, pattern=NON_BLANK, description="The latest user turn.")
+    documents: Sequence[RerankDocumentIn] = Field(min_length=1, description="Strings or {text} objects.")
+    top_n: int | None = Field(None, ge=1, strict=True, description="Return at most this many results.")
+    max_tokens_per_doc: int | None = Field(
+        None, ge=1, strict=True, description="Cut each document to this many tokens."
+    )
+    priority: int | None = Field(
+        None, strict=True, description="Accepted from Cohere clients and ignored (admission is by deadline)."
+    )
+    context: Sequence[TurnIn] = Field(
+        default_factory=list, description="Extra: earlier turns of the conversation, oldest first."
+    )
+    situations: Sequence[Annotated[str, StringConstraints(pattern=NON_BLANK)]] = Field(
+        default_factory=list, description="Extra: situational statements, highest priority first."
+    )
+    intent: Name | None = Field(None, description="Extra: customer intent; masks documents by their action.")
+    mask_mode: MaskMode = Field(MaskMode.HARD, description="Extra: hard, soft or off.")
+    min_score: float | None = Field(
+        None, ge=0.0, le=1.0, strict=True, description="Extra: abstention threshold override."
+    )
+    select_statements: bool = Field(
+        True, strict=True, description="Extra: let the model's statement selector filter situations."
+    )
+
+    _documents_from_strings = field_validator("documents", mode="before")(texts_as_objects)
+
+    def to_query(self) -> RankQuery:
+        """The ranker's view: the query as the latest user turn, document i as candidate ``str(i)``."""
+        return RankQuery(
+            turns=[*(Turn(t.speaker, t.text) for t in self.context), Turn(DEFAULT_SPEAKER, self.query)],
+            situations=list(self.situations),
+            candidates=[
+                Candidate(id=str(i), text=d.text, generator=d.generator, action=d.action)
+                for i, d in enumerate(self.documents)
+            ],
+            intent=self.intent,
+            mask_mode=self.mask_mode,
+            top_k=self.top_n,
+            min_score=self.min_score,
+            select_statements=self.select_statements,
+            max_candidate_tokens=self.max_tokens_per_doc,
+        )
+
+
+class JinaRerankRequest(RerankRequest):
+    """The Jina / vLLM shape: the same fields plus ``return_documents``."""
+
+    return_documents: bool = Field(True, strict=True, description="Echo each document's text in its result.")
+
+
+def _limited(base: type[RerankRequest], limits: LimitsSettings) -> type[RerankRequest]:
+    """``base`` with the configured limits on documents, turns, statements and text length."""
+    chars = limits.max_text_chars
+
+    class LimitedDocument(RerankDocumentIn):
+        text: str = Field(min_length=1, max_length=chars, pattern=NON_BLANK)
+
+    class LimitedTurn(TurnIn):
+        text: str = Field(min_length=1, max_length=chars, pattern=NON_BLANK)
+
+    class Limited(base):  # type: ignore[valid-type,misc]
+        __doc__ = base.__doc__
+
+        query: str = Field(
+            min_length=1, max_length=chars, pattern=NON_BLANK, description="The latest user turn."
+        )
+        documents: Sequence[LimitedDocument] = Field(
+            min_length=1, max_length=limits.max_candidates, description="Strings or {text} objects."
+        )
+        context: Sequence[LimitedTurn] = Field(
+            default_factory=list,
+            max_length=max(limits.max_turns - 1, 0),
+            description=RerankRequest.model_fields["context"].description,
+        )
+        situations: Sequence[Annotated[str, StringConstraints(max_length=chars, pattern=NON_BLANK)]] = Field(
+            default_factory=list,
+            max_length=limits.max_situations,
+            description=RerankRequest.model_fields["situations"].description,
+        )
+
+    Limited.__name__ = base.__name__
+    return Limited
+
+
+class MaskedDocumentOut(BaseModel):
+    """A document removed by a hard guideline mask."""
+
+    index: int
+    action: str | None
+    reason: MaskReason
+
+
+class RerankResultOut(BaseModel):
+    """One document's score; results are best first."""
+
+    index: int = Field(description="Position of the document in the request.")
+    relevance_score: float = Field(description="Calibrated P(appropriate) in [0, 1], as /rank's score.")
+    mask_reason: MaskReason | None = Field(None, description="Soft mask mode: why it was penalised.")
+
+
+class DocumentOut(BaseModel):
+    """The echoed document."""
+
+    text: str
+
+
+class JinaRerankResultOut(RerankResultOut):
+    """A result with the document echoed when ``return_documents`` is true."""
+
+    document: DocumentOut | None = None
+
+
+class ApiVersion(BaseModel):
+    """Cohere's ``meta.api_version``."""
+
+    version: str = "2"
+
+
+class BilledUnits(BaseModel):
+    """Cohere's ``meta.billed_units``: one search unit per request."""
+
+    search_units: int = 1
+
+
+class Meta(BaseModel):
+    """Cohere's ``meta``."""
+
+    api_version: ApiVersion = Field(default_factory=ApiVersion)
+    billed_units: BilledUnits = Field(default_factory=BilledUnits)
+
+
+class Usage(BaseModel):
+    """Tokens of the pairs the request computed (query, context and statements included in each).
+
+    Candidates whose logits the logit cache kept cost none: a repeated request can report 0.
+    """
+
+    total_tokens: int
+
+
+class RerankExtras(BaseModel):
+    """What this service adds to a rerank answer."""
+
+    model: str = Field(description="name@version of the model that ranked.")
+    abstain: bool = Field(description="True when no document reaches the threshold.")
+    threshold: float
+    masked: list[MaskedDocumentOut] = Field(default_factory=list)
+
+
+class RerankResponse(RerankExtras):
+    """Cohere's v2 answer (``id``, ``results``, ``meta``) plus the extras."""
+
+    id: str
+    results: list[RerankResultOut]
+    meta: Meta = Field(default_factory=Meta)
+
+
+class JinaRerankResponse(RerankExtras):
+    """The Jina / vLLM answer (``id``, ``model``, ``usage``, ``results``) plus the extras."""
+
+    id: str
+    usage: Usage
+    results: list[JinaRerankResultOut]
+
+
+def _extras(result: RankResult) -> dict[str, Any]:
+    """The fields both rerank answers add to their clients' shapes."""
+    return {
+        "model": result.model,
+        "abstain": result.abstain,
+        "threshold": result.threshold,
+        "masked": [
+            MaskedDocumentOut(index=int(m.id), action=m.action, reason=m.reason) for m in result.masked
+        ],
+    }
+
+
+def build_rerank_router(limits: LimitsSettings) -> APIRouter:
+    """``/v2/rerank`` and ``/v1/rerank``, validating bodies with the configured limits."""
+    cohere_request = _limited(RerankRequest, limits)
+    jina_request = _limited(JinaRerankRequest, limits)
+
+    async def rerank_v2(
+        body: RerankRequest, runtime: RuntimeDep, timeout_s: TimeoutHeader = None
+    ) -> RerankResponse:
+        """Rerank documents for a query (Cohere v2 shape), with calibrated scores."""
+        result = await runtime.model(body.model).ranker.rank(body.to_query(), timeout_s=timeout_s)
+        return RerankResponse(
+            id=uuid.uuid4().hex,
+            results=[
+                RerankResultOut(index=int(r.id), relevance_score=r.score, mask_reason=r.mask_reason)
+                for r in result.ranking
+            ],
+            **_extras(result),
+        )
+
+    async def rerank_v1(
+        body: JinaRerankRequest, runtime: RuntimeDep, timeout_s: TimeoutHeader = None
+    ) -> JinaRerankResponse:
+        """Rerank documents for a query (Jina / vLLM shape), with calibrated scores."""
+        result = await runtime.model(body.model).ranker.rank(body.to_query(), timeout_s=timeout_s)
+        return JinaRerankResponse(
+            id=uuid.uuid4().hex,
+            usage=Usage(total_tokens=result.tokens),
+            results=[
+                JinaRerankResultOut(
+                    index=int(r.id),
+                    relevance_score=r.score,
+                    mask_reason=r.mask_reason,
+                    document=DocumentOut(text=body.documents[int(r.id)].text)
+                    if body.return_documents
+                    else None,
+                )
+                for r in result.ranking
+            ],
+            **_extras(result),
+        )
+
+    # As for /rank: the signature's body type is swapped for the subclass with the configured limits.
+    rerank_v2.__annotations__["body"] = Annotated[cohere_request, Body()]
+    rerank_v1.__annotations__["body"] = Annotated[jina_request, Body()]
+    router = APIRouter(tags=["rerank"])
+    for path, endpoint, response in (
+        ("/v2/rerank", rerank_v2, RerankResponse),
+        ("/v1/rerank", rerank_v1, JinaRerankResponse),
+    ):
+        router.add_api_route(
+            path,
+            endpoint,
+            methods=["POST"],
+            response_model=response,
+            response_model_exclude_none=True,
+            responses=ERROR_RESPONSES,
+        )
+    return router

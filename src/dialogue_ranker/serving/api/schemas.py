@@ -1,0 +1,216 @@
+"""Request and response schemas of ``POST /rank``.
+
+Limits live here, in the field constraints, so a violation is a 422 naming the field's path.
+The module-level request classes carry the default limits; :func:`build_rank_request` makes
+subclasses with the configured ones (so the OpenAPI schema shows the limits actually enforced).
+Plain strings are accepted for the context (one user turn) and for candidates; they are turned
+into objects before validation, so error paths always read like ``candidates.2.text``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from dialogue_ranker.serving.guidelines import MaskReason
+from dialogue_ranker.serving.ranking import Candidate, MaskMode, RankQuery, RankResult
+from dialogue_ranker.serving.settings import LimitsSettings
+from dialogue_ranker.serving.tokenization import DEFAULT_SPEAKER, Turn
+
+_DEFAULTS = LimitsSettings()
+#: At least one visible character: not white space, a control character (C0, C1, NUL), a
+#: zero-width or other format character (soft hyphen, ZWSP/ZWJ/ZWNJ, direction marks, word
+#: joiner, BOM...). Patterns search, they do not anchor. Written as explicit code-point ranges,
+#: not ``\s``, because JSON Schema validators (ECMAScript), Python and pydantic's Rust engine each
+#: define ``\s`` differently (U+0085 is space to Python and Rust, not to ECMAScript): with explicit
+#: ranges the published schema and the server reject exactly the same texts.
+NON_BLANK = (
+    r"[^\u0000-\u0020\u007f-\u00a0\u00ad\u034f\u061c\u115f\u1160\u1680\u180e"
+    r"\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb]"
+)
+Name = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=NON_BLANK)]
+
+
+class TurnIn(BaseModel):
+    """One turn of the conversation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    speaker: str = Field(DEFAULT_SPEAKER, max_length=64, description="Who spoke, e.g. user or agent.")
+    text: str = Field(min_length=1, max_length=_DEFAULTS.max_text_chars, pattern=NON_BLANK)
+
+
+class CandidateIn(BaseModel):
+    """One response to rank."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: Name | None = Field(None, description="Unique in the request; defaults to the position.")
+    text: str = Field(min_length=1, max_length=_DEFAULTS.max_text_chars, pattern=NON_BLANK)
+    generator: Name | None = Field(None, description="Which generator proposed it (echoed, metrics).")
+    action: Name | None = Field(None, description="Agent action it performs; none: a plain reply.")
+
+
+def _turns_from_string(value: Any) -> Any:
+    return [{"speaker": DEFAULT_SPEAKER, "text": value}] if isinstance(value, str) else value
+
+
+def texts_as_objects(value: Any) -> Any:
+    """A list's plain strings as ``{"text": ...}`` objects (candidates, rerank documents)."""
+    if isinstance(value, list):
+        return [{"text": v} if isinstance(v, str) else v for v in value]
+    return value
+
+
+class RankRequest(BaseModel):
+    """A ranking request: context, optional situations, candidates and guideline intent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    context: Sequence[TurnIn] = Field(
+        min_length=1,
+        max_length=_DEFAULTS.max_turns,
+        description="The conversation, oldest turn first, or one string (one user turn).",
+    )
+    situations: Sequence[
+        Annotated[str, StringConstraints(max_length=_DEFAULTS.max_text_chars, pattern=NON_BLANK)]
+    ] = Field(
+        default_factory=list,
+        max_length=_DEFAULTS.max_situations,
+        description="Situational statements (SUGAR), highest priority first.",
+    )
+    candidates: Sequence[CandidateIn] = Field(
+        min_length=1, max_length=_DEFAULTS.max_candidates, description="Objects or plain strings."
+    )
+    intent: Name | None = Field(None, description="Customer intent (ABCD subflow): turns on masking.")
+    model: Name | None = Field(
+        None, description="A served model's name (GET /v1/models); default: the first."
+    )
+    mask_mode: MaskMode = Field(MaskMode.HARD, description="hard: remove, soft: penalise and flag, off.")
+    # Strict: JSON true is not 1, and 0 or "yes" is not a boolean (the schema says so too).
+    top_k: int | None = Field(
+        None, ge=1, strict=True, description="Return at most this many ranked candidates."
+    )
+    min_score: float | None = Field(
+        None, ge=0.0, le=1.0, strict=True, description="Abstention threshold override."
+    )
+    select_statements: bool = Field(
+        True, strict=True, description="Let the model's statement selector filter situations."
+    )
+
+    _context_from_string = field_validator("context", mode="before")(_turns_from_string)
+    _candidates_from_strings = field_validator("candidates", mode="before")(texts_as_objects)
+
+    @field_validator("candidates")
+    @classmethod
+    def _ids_unique(cls, value: Sequence[CandidateIn]) -> Sequence[CandidateIn]:
+        seen: set[str] = set()
+        for position, candidate in enumerate(value):
+            cid = candidate.id if candidate.id is not None else str(position)
+            if cid in seen:
+                raise ValueError(f"duplicate candidate id {cid!r} at position {position}")
+            seen.add(cid)
+        return value
+
+    def to_query(self) -> RankQuery:
+        """The ranker's view of this request (ids filled in)."""
+        return RankQuery(
+            turns=[Turn(t.speaker, t.text) for t in self.context],
+            situations=list(self.situations),
+            candidates=[
+                Candidate(
+                    id=c.id if c.id is not None else str(i),
+                    text=c.text,
+                    generator=c.generator,
+                    action=c.action,
+                )
+                for i, c in enumerate(self.candidates)
+            ],
+            intent=self.intent,
+            mask_mode=self.mask_mode,
+            top_k=self.top_k,
+            min_score=self.min_score,
+            select_statements=self.select_statements,
+        )
+
+
+def build_rank_request(limits: LimitsSettings) -> type[RankRequest]:
+    """A :class:`RankRequest` subclass whose constraints are the configured limits."""
+    chars = limits.max_text_chars
+
+    class LimitedTurn(TurnIn):
+        text: str = Field(min_length=1, max_length=chars, pattern=NON_BLANK)
+
+    class LimitedCandidate(CandidateIn):
+        text: str = Field(min_length=1, max_length=chars, pattern=NON_BLANK)
+
+    class LimitedRankRequest(RankRequest):
+        __doc__ = RankRequest.__doc__
+
+        context: Sequence[LimitedTurn] = Field(
+            min_length=1,
+            max_length=limits.max_turns,
+            description=RankRequest.model_fields["context"].description,
+        )
+        situations: Sequence[Annotated[str, StringConstraints(max_length=chars, pattern=NON_BLANK)]] = Field(
+            default_factory=list,
+            max_length=limits.max_situations,
+            description=RankRequest.model_fields["situations"].description,
+        )
+        candidates: Sequence[LimitedCandidate] = Field(
+            min_length=1,
+            max_length=limits.max_candidates,
+            description=RankRequest.model_fields["candidates"].description,
+        )
+
+    return LimitedRankRequest
+
+
+class RankedCandidateOut(BaseModel):
+    """A scored candidate, best first in ``ranking``."""
+
+    id: str
+    score: float = Field(description="Calibrated P(appropriate) in [0, 1] (soft-masked: times the penalty).")
+    logit: float = Field(
+        description="The model's raw output, the calibration's input (with the model's last-turn view, a "
+        "multi-turn request's full-context and last-turn logits averaged)."
+    )
+    generator: str | None = None
+    action: str | None = None
+    masked: bool = Field(
+        False, description="Soft mask mode: a guideline mask or a repeated turn (mask_reason)."
+    )
+    mask_reason: MaskReason | None = None
+
+
+class MaskedOut(BaseModel):
+    """A candidate removed by a hard mask (a guideline, or a repeated turn)."""
+
+    id: str
+    action: str | None
+    reason: MaskReason
+
+
+class RankResponse(BaseModel):
+    """The ranking of one request."""
+
+    model: str = Field(description="name@version of the model bundle.")
+    ranking: list[RankedCandidateOut]
+    masked: list[MaskedOut]
+    abstain: bool = Field(description="True when no candidate reaches the threshold.")
+    threshold: float
+    statements_used: list[int] = Field(description="Indices of the situations given to the ranker, in order.")
+
+    @classmethod
+    def from_result(cls, result: RankResult) -> RankResponse:
+        """Map the ranker's result."""
+        return cls(
+            model=result.model,
+            ranking=[RankedCandidateOut.model_validate(r, from_attributes=True) for r in result.ranking],
+            masked=[MaskedOut.model_validate(m, from_attributes=True) for m in result.masked],
+            abstain=result.abstain,
+            threshold=result.threshold,
+            statements_used=result.statements_used,
+        )

@@ -1,0 +1,121 @@
+"""The embedded backend: an ONNX Runtime ``InferenceSession`` on CPU, in process."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+import onnxruntime as ort
+
+from dialogue_ranker.serving.errors import BackendError, BackendUnavailable
+from dialogue_ranker.serving.list_encoding import ListBatch
+from dialogue_ranker.serving.model_bundle import OnnxModelSpec
+from dialogue_ranker.serving.tokenization import Batch
+
+logger = logging.getLogger(__name__)
+
+# A one-pair probe for the health check: small ids are inside any vocabulary.
+_PROBE_IDS = np.array([[1, 5, 2, 6, 2]], dtype=np.int64)
+
+
+class OnnxBackend:
+    """Runs one ONNX graph of the bundle with ONNX Runtime's CPU provider."""
+
+    name = "onnx"
+
+    def __init__(
+        self,
+        spec: OnnxModelSpec,
+        *,
+        intra_op_threads: int = 0,
+        inter_op_threads: int = 1,
+        solo_threads: int | None = None,
+    ) -> None:
+        self.spec = spec
+        self.intra_op_threads = intra_op_threads
+        self.inter_op_threads = inter_op_threads
+        # A call that starts while no other runs may use the whole CPU quota: a lone request then
+        # takes the time of a session with every thread, not of its one-thread share. Under load
+        # calls overlap and each keeps its share, so the CPUs are never asked for more threads
+        # than they have for longer than one call.
+        self.solo_threads = solo_threads if solo_threads and solo_threads > intra_op_threads else None
+        self._session: ort.InferenceSession | None = None
+        self._solo_session: ort.InferenceSession | None = None
+        self._in_flight = 0
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Create the session(s). Raises BackendUnavailable when the graph does not load."""
+        session = self._load(self.intra_op_threads)
+        graph_inputs = {i.name for i in session.get_inputs()}
+        missing = set(self.spec.input_names) - graph_inputs
+        if missing:
+            raise BackendUnavailable(f"{self.spec.path.name} lacks inputs {sorted(missing)}")
+        self._solo_session = None if self.solo_threads is None else self._load(self.solo_threads)
+        if self._solo_session is not None:
+            # The batcher's warm-up calls run alone, on the solo session: pay this one's first call.
+            session.run([self.spec.output_name], self._probe().as_feeds(self.spec.input_names))
+        self._session = session
+        logger.info(
+            "onnx session loaded file=%s threads=%d solo_threads=%s",
+            self.spec.path.name, self.intra_op_threads, self.solo_threads,
+        )  # fmt: skip
+
+    def _load(self, threads: int) -> ort.InferenceSession:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = self.inter_op_threads
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            return ort.InferenceSession(
+                str(self.spec.path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as e:  # onnxruntime raises its own untyped errors
+            raise BackendUnavailable(f"cannot load {self.spec.path.name}: {e}") from e
+
+    def close(self) -> None:
+        """Drop the session(s)."""
+        self._session = self._solo_session = None
+
+    def _probe(self) -> Batch | ListBatch:
+        """One short pair (or a 3-token prefix and one candidate for a shared-prefix graph)."""
+        if "segment_ids" in self.spec.input_names:
+            segments = np.array([[0, 0, 0, 1, 1]], dtype=np.int64)
+            positions = np.array([[0, 1, 2, 3, 4]], dtype=np.int64)
+            # With the similarity term: the same five tokens as two blocks (turn, candidate).
+            similarity = None
+            if "similarity_segment_ids" in self.spec.input_names:
+                similarity = (_PROBE_IDS, np.array([[0, 1, 2, 0, 1]], dtype=np.int64), segments)
+            return ListBatch(_PROBE_IDS, segments.clip(0, 1), positions, segments, 5, similarity)
+        ones = np.ones_like(_PROBE_IDS)
+        return Batch(_PROBE_IDS, ones, np.zeros_like(_PROBE_IDS), real_tokens=int(ones.sum()))
+
+    def health(self) -> bool:
+        """Run a one-pair probe."""
+        if self._session is None:
+            return False
+        try:
+            return self.infer(self._probe()).shape == (1,)
+        except (BackendError, BackendUnavailable):
+            return False
+
+    def infer(self, batch: Batch | ListBatch) -> np.ndarray:
+        """Logits for the batch, float32, one per pair (or per candidate of a shared-prefix batch)."""
+        session = self._session
+        if session is None:
+            raise BackendUnavailable("onnx session is not started")
+        with self._lock:
+            alone = self._in_flight == 0
+            self._in_flight += 1
+        if alone and self._solo_session is not None:
+            session = self._solo_session
+        try:
+            (logits,) = session.run([self.spec.output_name], batch.as_feeds(self.spec.input_names))
+        except Exception as e:  # onnxruntime raises its own untyped errors
+            raise BackendError(f"onnx runtime failed on a batch of shape {batch.shape}") from e
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+        return batch.readout(logits)

@@ -1,0 +1,409 @@
+"""The batcher: groups queued pairs into backend calls and routes each logit to its waiter.
+
+A batch closes when it holds ``max_pairs`` pairs, ``max_tokens`` tokens, or ``max_wait_s``
+after its oldest pair arrived. Inside a batch pairs are sorted by length (less padding) and,
+when ``sub_batch_pairs`` is set, run as several backend calls, each padded to a multiple of
+``pad_to_multiple``. Padding and each backend call run on the batcher's own call threads, one per
+worker, so backend calls never wait behind tokenization on the shared executor (nor it behind them).
+
+What keeps it honest under load and faults:
+
+- **A measured speed**: every call updates the backend's seconds per pair, from which the
+  ranker admits requests by time (:mod:`.admission`); pairs carry their request's deadline.
+- **Results as soon as ready**: each backend call's pairs resolve when that call returns, so a
+  short request never waits for the rest of a long batch.
+- **Dead pairs never run**: before every call, pairs whose request was cancelled (client gone,
+  timeout) or whose deadline passed are dropped and counted.
+- **Poison-pair isolation**: a call that fails with :class:`BackendError` (or an unexpected
+  exception) is retried in halves down to single pairs, and a single pair once more, so only
+  the pairs that fail alone, twice, fail.
+  :class:`BackendUnavailable` and :class:`BackendTimeout` are not retried: they say the backend,
+  not a pair, is the problem.
+- **Circuit breaker** (:mod:`.breaker`): a backend whose batches keep failing wholly is cut off
+  with fast 503s until it recovers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from opentelemetry import trace
+
+from dialogue_ranker.serving import tracing
+from dialogue_ranker.serving.backends.base import Backend
+from dialogue_ranker.serving.batching.admission import ServiceRate
+from dialogue_ranker.serving.batching.breaker import BreakerState, CircuitBreaker
+from dialogue_ranker.serving.batching.failures import FailureLog
+from dialogue_ranker.serving.batching.queue import PairQueue, WorkItem, drop_reason
+from dialogue_ranker.serving.cpu import batch_workers
+from dialogue_ranker.serving.errors import (
+    BackendError,
+    BackendTimeout,
+    BackendUnavailable,
+    NotReady,
+    Overloaded,
+    RankerError,
+)
+from dialogue_ranker.serving.list_encoding import EncodedList, ListBatch
+from dialogue_ranker.serving.metrics import Metrics
+from dialogue_ranker.serving.settings import BatchingSettings, BreakerSettings
+from dialogue_ranker.serving.tokenization import Batch, EncodedPair
+
+logger = logging.getLogger(__name__)
+
+#: Pads pairs (or shared-prefix sequences) into a batch, optionally to a given length.
+PadFn = Callable[..., Batch | ListBatch]
+#: What the batcher queues: a pair (one logit) or a shared-prefix sequence (a logit per candidate).
+Encoded = EncodedPair | EncodedList
+#: The warm-up pair: about a SUGAR ranking pair's length (capped by the model's), of an ordinary id.
+#: Its speed is only the first estimate: real calls replace it within a few batches.
+WARM_UP_TOKENS = 128
+WARM_UP_TOKEN_ID = 1000
+
+
+def _round_up(length: int, multiple: int) -> int:
+    return -(-length // multiple) * multiple
+
+
+@dataclass
+class _Outcome:
+    """What happened to the pairs of one batch."""
+
+    succeeded: int = 0
+    failed: int = 0
+    failed_calls: int = 0
+    error: BaseException | None = None
+
+
+class Batcher:
+    """One worker task feeding one backend from one bounded queue."""
+
+    def __init__(
+        self,
+        *,
+        backend: Backend,
+        pad: PadFn,
+        settings: BatchingSettings,
+        metrics: Metrics,
+        role: str = "ranker",
+        model: str = "default",
+        max_length: int | None = None,
+        breaker: BreakerSettings | None = None,
+        tracer: trace.Tracer | None = None,
+        warm_up_item: Encoded | None = None,
+    ) -> None:
+        self.backend = backend
+        self.warm_up_item = warm_up_item
+        self.pad = pad
+        self.settings = settings
+        self.workers = batch_workers(settings.workers)
+        self.executor = ThreadPoolExecutor(self.workers, thread_name_prefix=f"{model}-{role}-call")
+        self.metrics = metrics
+        self.role = role
+        self.model = model
+        # Bucket padding never goes past the model's own length limit.
+        self.max_length = max_length
+        self.queue = PairQueue(max_pairs=settings.queue_max_pairs)
+        self.rate = ServiceRate()
+        health = breaker or BreakerSettings()
+        self.breaker = CircuitBreaker(
+            failure_threshold=health.failure_threshold, cooldown_s=health.cooldown_s, name=f"{model}/{role}"
+        )
+        self.failures = FailureLog(
+            logger, model=model, role=role, traceback_interval_s=health.traceback_interval_s
+        )
+        # Batches being run (with the queue, what "busy" means before the speed is measured).
+        self._running = 0
+        self.tracer = tracer or trace.NoOpTracer()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self, *, warm_up: bool = False) -> None:
+        """Start the worker task; with ``warm_up``, first measure the backend on a synthetic pair.
+
+        The warm-up pays the backend's first-call costs before a client does, and gives admission
+        a speed to work with from the first request instead of none.
+        """
+        if warm_up:
+            await self._warm_up()
+        if not self._tasks:
+            # Each worker takes the next batch when its call returns: ``workers`` calls at once.
+            self._tasks = [
+                asyncio.create_task(self._run(), name=f"batcher-{self.role}-{n}") for n in range(self.workers)
+            ]
+
+    async def _warm_up(self) -> None:
+        item = self.warm_up_item
+        if item is None:
+            length = min(self.max_length or WARM_UP_TOKENS, WARM_UP_TOKENS)
+            ids = [WARM_UP_TOKEN_ID] * length
+            item = EncodedPair(input_ids=ids, token_type_ids=[0] * length, turns_kept=1, statements_kept=0)
+        batch = self.pad([item])
+        loop = asyncio.get_running_loop()
+        for _ in range(2):  # the first call is the cold one: only the second is measured
+            started = time.perf_counter()
+            try:
+                await loop.run_in_executor(self.executor, self.backend.infer, batch)
+            except Exception as e:  # the first real batch will say what is wrong, and count it
+                logger.warning("warm-up call failed model=%s error=%s", self.role, type(e).__name__)
+                return
+        self.rate.observe(pairs=item.outputs, seconds=time.perf_counter() - started)
+
+    async def close(self) -> None:
+        """Stop the worker and fail every waiting pair with NotReady."""
+        for task in self._tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        self.queue.fail_all(NotReady("service is shutting down"))
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    def available(self) -> bool:
+        """False while the circuit breaker is open (``/readyz`` reports 503)."""
+        return self.breaker.state is not BreakerState.OPEN
+
+    def estimated_seconds(self, pairs: int) -> float | None:
+        """Backend seconds for ``pairs`` typical pairs (None until the backend has been measured)."""
+        return self.rate.seconds_for(pairs)
+
+    async def score(self, pairs: Sequence[Encoded], *, deadline: float | None = None) -> np.ndarray:
+        """Logits (float32, one per output, in order) once their backend calls have run.
+
+        Args:
+            pairs: the request's encoded pairs, or its shared-prefix sequences (a logit per candidate).
+            deadline: ``time.perf_counter()`` value by which the request must be answered.
+
+        Raises:
+            NotReady: the batcher is not running.
+            Overloaded: the queue is full (or the backend is busy and not measured yet).
+            BackendUnavailable: the circuit breaker is open, or the backend is down.
+            BackendTimeout: the deadline passed while the pairs waited.
+            BackendError: one of the pairs failed in the backend, even alone.
+        """
+        if not self._tasks or any(task.done() for task in self._tasks):
+            raise NotReady(f"{self.role} batcher is not running")
+        if not pairs:
+            return np.zeros(0, dtype=np.float32)
+        self.breaker.check()
+        busy = len(self.queue) > 0 or self._running > 0
+        if (
+            self.rate.seconds_per_pair is None
+            and busy
+            and len(self.queue) + len(pairs) > self.settings.max_pairs
+        ):
+            # Until one call has been measured no wait can be estimated: hold about one batch.
+            raise Overloaded(f"{self.role}: backend speed not measured yet and a batch is waiting")
+        if deadline is not None and deadline <= time.perf_counter():
+            raise BackendTimeout(f"{self.role}: the request's deadline passed before it was queued")
+        loop = asyncio.get_running_loop()
+        context = trace.get_current_span().get_span_context()
+        items = [WorkItem(pair, loop.create_future(), deadline=deadline, context=context) for pair in pairs]
+        self.queue.put_all(items)
+        self._observe_queue()
+        attributes: dict[str, str | int] = {
+            tracing.ROLE: self.role,
+            tracing.PAIRS: len(pairs),
+            tracing.TOKENS: sum(len(pair) for pair in pairs),
+        }
+        with self.tracer.start_as_current_span("score", attributes=attributes):
+            try:
+                # Cancelling this gather (client gone, timeout) cancels the futures: the worker drops them.
+                logits = await asyncio.gather(*(item.future for item in items))
+            except RankerError:
+                for item in items:  # the request has failed: its other pairs need not run
+                    item.future.cancel()
+                raise
+            self._trace_queue_wait(items, attributes)
+        return np.concatenate(logits).astype(np.float32, copy=False)
+
+    def _trace_queue_wait(self, items: list[WorkItem], attributes: dict[str, str | int]) -> None:
+        """A span from the request's pairs entering the queue to its first backend call."""
+        started = [item.started_ns for item in items if item.started_ns is not None]
+        if started:
+            span = self.tracer.start_span(
+                "queue wait", start_time=items[0].enqueued_ns, attributes=attributes
+            )
+            span.end(end_time=min(started))
+
+    async def _run(self) -> None:
+        while True:
+            items: list[WorkItem] = []
+            try:
+                items = await self._next_batch()
+                if items:
+                    await self._execute(items)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug here must not kill the worker, nor leave its batch waiting
+                logger.exception("batcher worker error model=%s", self.role)
+                error = BackendError(f"{self.role} batch could not be run")
+                for item in items:
+                    if not item.future.done():
+                        item.future.set_exception(error)
+
+    def _is_full(self) -> bool:
+        return len(self.queue) >= self.settings.max_pairs or self.queue.tokens >= self.settings.max_tokens
+
+    async def _next_batch(self) -> list[WorkItem]:
+        await self.queue.wait_for_items()
+        oldest = self.queue.oldest_enqueued_at()
+        if oldest is None:
+            return []
+        # Waiting for batch-mates pays only when the backend runs pairs together; a model run
+        # one pair per call gains nothing from it, so its batches close at once.
+        max_wait_s = 0.0 if self.settings.sub_batch_pairs == 1 else self.settings.max_wait_s
+        deadline = oldest + max_wait_s
+        while not self._is_full():
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                break
+            await self.queue.wait_for_items(remaining)
+        items = self.queue.take(
+            max_pairs=self.settings.max_pairs, max_tokens=self.settings.max_tokens, on_drop=self._dropped
+        )
+        self._observe_queue()
+        return items
+
+    def _dropped(self, reason: str, count: int = 1) -> None:
+        self.metrics.dropped_pairs.labels(self.model, self.role, reason).inc(count)
+
+    def _observe_queue(self) -> None:
+        self.metrics.queue_pairs.labels(self.model, self.role).set(len(self.queue))
+
+    async def _execute(self, items: list[WorkItem]) -> None:
+        started = time.perf_counter()
+        for item in items:
+            self.metrics.queue_wait.labels(self.model, self.role).observe(started - item.enqueued_at)
+        if self.breaker.state is BreakerState.OPEN:
+            error = BackendUnavailable(f"{self.role} backend keeps failing; circuit breaker open")
+            for item in items:
+                if not item.future.done():
+                    item.future.set_exception(error)
+            return
+        self.metrics.batch_pairs.labels(self.model, self.role).observe(len(items))
+        items = sorted(items, key=lambda item: len(item.pair))
+        step = self.settings.sub_batch_pairs or len(items)
+        chunks = [items[start : start + step] for start in range(0, len(items), step)]
+        self._running += 1
+        outcome = _Outcome()
+        try:
+            for chunk in chunks:
+                await self._run_isolated(chunk, outcome)
+        finally:
+            self._running -= 1
+        if outcome.succeeded or outcome.failed:
+            self.breaker.record(failed=outcome.succeeded == 0)
+            self.metrics.breaker_open.labels(self.model, self.role).set(int(not self.available()))
+        if outcome.error is not None:
+            self.failures.batch_failed(
+                outcome.error,
+                backend=self.backend.name,
+                pairs=len(items),
+                failed_pairs=outcome.failed,
+                failed_calls=outcome.failed_calls,
+            )
+
+    def _live(self, chunk: list[WorkItem]) -> list[WorkItem]:
+        now = time.perf_counter()
+        live = []
+        for item in chunk:
+            reason = drop_reason(item, now)
+            if reason is None:
+                live.append(item)
+            else:
+                self._dropped(reason)
+        return live
+
+    async def _run_isolated(self, chunk: list[WorkItem], outcome: _Outcome, *, retry: bool = False) -> None:
+        """Run one backend call; on a pair-level failure, retry each half on its own.
+
+        A lone pair that fails is tried once more (a transient fault passes; a poison pair fails
+        twice and only its request gets the error).
+        """
+        live = self._live(chunk)
+        if not live:
+            return
+        loop = asyncio.get_running_loop()
+        now_ns = time.time_ns()
+        for item in live:
+            item.started_ns = item.started_ns or now_ns
+        # SpanContext is not hashable: one link per request span, keyed by its ids.
+        links = {
+            (c.trace_id, c.span_id): c for item in live if (c := item.context) is not None and c.is_valid
+        }
+        span = self.tracer.start_span(
+            "backend call",
+            links=[trace.Link(context) for context in links.values()],
+            attributes={
+                tracing.ROLE: self.role,
+                tracing.BACKEND: self.backend.name,
+                tracing.PAIRS: len(live),
+                tracing.TOKENS: sum(len(item.pair) for item in live),
+            },
+        )
+        try:
+            with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+                logits = await loop.run_in_executor(self.executor, self._infer, [item.pair for item in live])
+        except Exception as e:
+            span.set_status(trace.StatusCode.ERROR, type(e).__name__)
+            span.end()
+            outcome.failed_calls += 1
+            outcome.error = outcome.error or e
+            self.metrics.batch_failures.labels(self.model, self.role).inc()
+            if not isinstance(e, BackendUnavailable | BackendTimeout):
+                if len(live) > 1:
+                    middle = len(live) // 2
+                    await self._run_isolated(live[:middle], outcome)
+                    await self._run_isolated(live[middle:], outcome)
+                    return
+                if not retry:
+                    await self._run_isolated(live, outcome, retry=True)
+                    return
+            error = e if isinstance(e, RankerError) else BackendError(f"{self.role} backend failed")
+            outcome.failed += len(live)
+            self.metrics.failed_pairs.labels(self.model, self.role).inc(len(live))
+            for item in live:
+                if not item.future.done():
+                    item.future.set_exception(error)
+            return
+        span.end()
+        outcome.succeeded += len(live)
+        ends = np.cumsum([item.pair.outputs for item in live])
+        for item, item_logits in zip(live, np.split(logits, ends[:-1]), strict=True):
+            if not item.future.done():
+                item.future.set_result(item_logits)
+
+    def _infer(self, pairs: list[Encoded]) -> np.ndarray:
+        """Pad and run one backend call; a call thread. Returns logits in the order of ``pairs``."""
+        started = time.perf_counter()
+        batch = self.pad(pairs, pad_to=self._pad_length(pairs))
+        out = np.asarray(self.backend.infer(batch), dtype=np.float32).reshape(-1)
+        outputs = sum(pair.outputs for pair in pairs)
+        if out.shape[0] != outputs:
+            raise BackendError(f"{self.role} backend returned {out.shape[0]} logits for {outputs} outputs")
+        elapsed = time.perf_counter() - started
+        padded_tokens = batch.shape[0] * batch.shape[1]
+        self.rate.observe(pairs=outputs, seconds=elapsed)
+        m = self.metrics
+        m.inference_duration.labels(self.backend.name, self.model, self.role).observe(elapsed)
+        m.computed_pairs.labels(self.model, self.role).inc(outputs)
+        m.batch_tokens.labels(self.model, self.role).observe(padded_tokens)
+        m.padding_ratio.labels(self.model, self.role).observe(1.0 - batch.real_tokens / max(padded_tokens, 1))
+        return out
+
+    def _pad_length(self, pairs: list[Encoded]) -> int | None:
+        multiple = self.settings.pad_to_multiple
+        if multiple <= 1:
+            return None
+        longest = max(len(pair) for pair in pairs)
+        bucket = _round_up(longest, multiple)
+        if self.max_length is not None:
+            bucket = min(bucket, max(self.max_length, longest))
+        return bucket

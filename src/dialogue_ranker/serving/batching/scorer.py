@@ -1,0 +1,39 @@
+"""What the ranker and the statement selector need from a batching path: pairs in, logits out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from dialogue_ranker.serving.list_encoding import EncodedList
+from dialogue_ranker.serving.tokenization import EncodedPair
+
+
+class Scorer(Protocol):
+    """:class:`~serving.batching.Batcher` (gateway batching) or :class:`~serving.batching.DirectScorer`."""
+
+    async def start(self, *, warm_up: bool = False) -> None:
+        """Start accepting pairs (after a warm-up call where the path has one)."""
+
+    async def close(self) -> None:
+        """Stop; pairs still waiting fail with NotReady."""
+
+    async def score(
+        self, pairs: Sequence[EncodedPair | EncodedList], *, deadline: float | None = None
+    ) -> np.ndarray:
+        """Logits (float32, one per pair, in order); ``deadline`` is a ``time.perf_counter()`` value.
+
+        Raises:
+            NotReady, Overloaded, BackendError, BackendUnavailable, BackendTimeout.
+        """
+        ...
+
+    def estimated_seconds(self, pairs: int) -> float | None:
+        """Backend seconds for ``pairs`` typical pairs (None: not known)."""
+        ...
+
+    def available(self) -> bool:
+        """False while the path refuses work on its own (an open circuit breaker)."""
+        ...

@@ -1,0 +1,201 @@
+"""The model assets the service loads: ``models/<name>/metadata.json`` and the files it names.
+
+A bundle directory holds:
+
+- ``metadata.json``: name, version, backbone, ``max_length``, the ranker's ONNX file and input
+  names, ``calibration`` (see :mod:`dialogue_ranker.serving.calibration`), the abstention ``threshold`` (a
+  calibrated probability), optionally a ``selector`` (statement-relevance model), and the
+  training data, attribution and metrics for the model card;
+- ``serving`` (optional): how the graphs must be run, e.g. ``{"sub_batch_pairs": 1}`` for a
+  dynamically quantised graph, whose activation scales are computed over the whole input
+  tensor, so that a pair's score never depends on what it was batched with;
+- ``views`` (optional): ``{"last_turn_weight": 0.5}`` scores a multi-turn request a second time
+  with its last turn alone and averages the logits; ``prior_weight`` and ``prior_centre`` add a
+  third view, the candidates with no context (:mod:`dialogue_ranker.serving.context_views`);
+- the ONNX file(s) and ``tokenizer.json``.
+
+The export CLI (``ranker export``) writes bundles; this module only reads them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dialogue_ranker.serving.calibration import Calibrator
+from dialogue_ranker.serving.context_views import ONE_VIEW, ViewWeights
+from dialogue_ranker.serving.list_encoding import ListEncoder
+from dialogue_ranker.serving.tokenization import AnyPairEncoder, PairEncoder, TemplatePairEncoder
+
+#: A ranker's encoder: pairs (the project's layout or a foreign template) or shared-prefix sequences.
+AnyEncoder = AnyPairEncoder | ListEncoder
+
+METADATA_FILE = "metadata.json"
+
+
+class BundleError(ValueError):
+    """The model directory is missing a file or its metadata is malformed."""
+
+
+@dataclass(frozen=True)
+class OnnxModelSpec:
+    """One ONNX graph of the bundle and how to feed it."""
+
+    path: Path
+    input_names: tuple[str, ...]
+    output_name: str
+    max_length: int
+    #: Which model of the bundle this is: ``ranker`` or ``selector`` (a remote backend's model name).
+    role: str = "ranker"
+    #: The bundle's tokenizer (the fake backend's poison text is matched as these token ids).
+    tokenizer_path: Path | None = None
+
+
+@dataclass(frozen=True)
+class SelectorSpec:
+    """The statement-relevance model: scores (context, statement) pairs."""
+
+    model: OnnxModelSpec
+    calibration: Calibrator
+    #: Statements whose calibrated relevance is at least this are kept.
+    threshold: float
+    #: Never keep fewer than this many statements when some are given (the best-scored ones).
+    min_keep: int
+
+
+@dataclass(frozen=True)
+class ModelBundle:
+    """Everything the service needs to rank with one trained model."""
+
+    directory: Path
+    name: str
+    version: str
+    ranker: OnnxModelSpec
+    tokenizer_path: Path
+    calibration: Calibrator
+    threshold: float
+    selector: SelectorSpec | None
+    metadata: dict[str, Any]
+    #: Pairs per backend call the model needs for batch-invariant scores (None: any batch).
+    serving_sub_batch_pairs: int | None = None
+    #: The extra context views' weights (none: one view); calibration and threshold were fitted with them.
+    views: ViewWeights = ONE_VIEW
+
+    @property
+    def model_id(self) -> str:
+        """``name@version``, as reported in every response."""
+        return f"{self.name}@{self.version}"
+
+    @property
+    def shared_prefix(self) -> bool:
+        """True for a shared-prefix ranker (:mod:`serving.list_encoding`): a sequence per request."""
+        return (self.metadata.get("encoding") or {}).get("kind") == "shared-prefix"
+
+    def pair_encoder(self) -> AnyEncoder:
+        """The ranker's encoder, with the model's length limits."""
+        if self.shared_prefix:
+            budgets = dict(self.metadata["encoding"])
+            budgets.pop("kind")
+            return ListEncoder.from_file(self.tokenizer_path, **{k: int(v) for k, v in budgets.items()})
+        return self._encoder(self.ranker.max_length)
+
+    def selector_encoder(self) -> AnyPairEncoder | None:
+        """The selector's pair encoder (same tokenizer, its own length limit)."""
+        if self.selector is None:
+            return None
+        return self._encoder(self.selector.model.max_length)
+
+    def _encoder(self, max_length: int) -> AnyPairEncoder:
+        # "template": a cross-encoder exported from Hugging Face (export.hf), laid out by its own
+        # tokenizer; otherwise the project's dialogue layout.
+        encoding = self.metadata.get("encoding") or {}
+        if encoding.get("kind") == "template":
+            return TemplatePairEncoder.from_file(
+                self.tokenizer_path, max_length=max_length, pad_token=str(encoding["pad_token"])
+            )
+        return PairEncoder.from_file(self.tokenizer_path, max_length=max_length)
+
+
+def _require_file(directory: Path, name: str) -> Path:
+    path = directory / name
+    if not path.is_file():
+        raise BundleError(f"model directory {directory} has no {name}")
+    return path
+
+
+def _onnx_spec(
+    directory: Path,
+    spec: dict[str, Any],
+    *,
+    default_max_length: int,
+    tokenizer: Path,
+    role: str = "ranker",
+) -> OnnxModelSpec:
+    return OnnxModelSpec(
+        path=_require_file(directory, spec["file"]),
+        input_names=tuple(spec.get("inputs", ("input_ids", "attention_mask", "token_type_ids"))),
+        output_name=str(spec.get("output", "logits")),
+        max_length=int(spec.get("max_length", default_max_length)),
+        role=role,
+        tokenizer_path=tokenizer,
+    )
+
+
+def load_bundle(directory: str | Path) -> ModelBundle:
+    """Read and check a model directory.
+
+    Raises:
+        BundleError: a file is missing or ``metadata.json`` lacks a required entry.
+    """
+    directory = Path(directory).resolve()
+    meta_path = _require_file(directory, METADATA_FILE)
+    try:
+        meta = json.loads(meta_path.read_text())
+        max_length = int(meta["max_length"])
+        tokenizer = _require_file(directory, meta.get("tokenizer", "tokenizer.json"))
+        ranker = _onnx_spec(directory, meta["ranker"], default_max_length=max_length, tokenizer=tokenizer)
+        selector = None
+        if meta.get("selector"):
+            sel = meta["selector"]
+            selector = SelectorSpec(
+                model=_onnx_spec(
+                    directory,
+                    sel,
+                    default_max_length=int(sel.get("max_length", 96)),
+                    tokenizer=tokenizer,
+                    role="selector",
+                ),
+                calibration=Calibrator.from_dict(sel["calibration"]),
+                threshold=float(sel["threshold"]),
+                min_keep=int(sel.get("min_keep", 1)),
+            )
+        bundle = ModelBundle(
+            directory=directory,
+            name=str(meta["name"]),
+            version=str(meta["version"]),
+            ranker=ranker,
+            tokenizer_path=tokenizer,
+            calibration=Calibrator.from_dict(meta["calibration"]),
+            threshold=float(meta["threshold"]),
+            selector=selector,
+            metadata=meta,
+            serving_sub_batch_pairs=int(meta.get("serving", {}).get("sub_batch_pairs", 0)) or None,
+            views=_view_weights(meta_path, meta.get("views")),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        if isinstance(e, BundleError):
+            raise
+        raise BundleError(f"{meta_path}: malformed metadata ({e!r})") from e
+    if not 0.0 <= bundle.threshold <= 1.0:
+        raise BundleError(f"{meta_path}: threshold {bundle.threshold} is not in [0, 1]")
+    return bundle
+
+
+def _view_weights(meta_path: Path, views: dict[str, Any] | None) -> ViewWeights:
+    """The bundle's ``views``, refused by name when a weight is negative or not a number."""
+    try:
+        return ViewWeights.from_dict(views)
+    except ValueError as e:
+        raise BundleError(f"{meta_path}: views.{e}") from None

@@ -1,0 +1,267 @@
+"""Everything a started app holds: executor, guidelines, and each served model's components.
+
+Several models can be served at once (``--model NAME=DIR``, repeated; the first is the default),
+each with its own backends and batchers, sharing the executor and the guidelines: a request picks
+one by name, so two rankers can be A/B-tested behind one endpoint. Built in the app's lifespan and
+closed at shutdown. Loading blocks (files, ONNX sessions), so it runs on the executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from opentelemetry import trace
+
+from dialogue_ranker.serving.backends import AnyBackend, build_backend, is_remote
+from dialogue_ranker.serving.batching import Batcher, DirectScorer, Scorer
+from dialogue_ranker.serving.cpu import serial_tokenizers
+from dialogue_ranker.serving.encoding import OffLoopEncoder
+from dialogue_ranker.serving.errors import InvalidInput
+from dialogue_ranker.serving.guidelines import Guidelines
+from dialogue_ranker.serving.list_encoding import ListEncoder
+from dialogue_ranker.serving.metrics import Metrics
+from dialogue_ranker.serving.model_bundle import (
+    AnyEncoder,
+    BundleError,
+    ModelBundle,
+    OnnxModelSpec,
+    load_bundle,
+)
+from dialogue_ranker.serving.ranking import Ranker
+from dialogue_ranker.serving.selection import StatementSelector
+from dialogue_ranker.serving.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+#: Builds a backend for one ONNX graph (tests pass fakes).
+BackendFactory = Callable[[Settings, OnnxModelSpec], AnyBackend]
+
+
+@dataclass
+class ServedModel:
+    """One model bundle with its ranker, selector, backends and batchers."""
+
+    name: str
+    bundle: ModelBundle
+    ranker: Ranker
+    backends: list[AnyBackend] = field(default_factory=list)
+    batchers: list[Scorer] = field(default_factory=list)
+
+    @property
+    def backend_name(self) -> str:
+        """The ranker's backend name."""
+        return self.backends[0].name
+
+
+@dataclass
+class Runtime:
+    """The started service components: the served models (the first is the default)."""
+
+    settings: Settings
+    executor: ThreadPoolExecutor
+    models: dict[str, ServedModel]
+    guidelines: Guidelines
+
+    @property
+    def default(self) -> ServedModel:
+        """The model a request that names none gets."""
+        return next(iter(self.models.values()))
+
+    @property
+    def ranker(self) -> Ranker:
+        """The default model's ranker."""
+        return self.default.ranker
+
+    @property
+    def bundle(self) -> ModelBundle:
+        """The default model's bundle."""
+        return self.default.bundle
+
+    @property
+    def backend_name(self) -> str:
+        """The default ranker's backend name."""
+        return self.default.backend_name
+
+    @property
+    def backends(self) -> list[AnyBackend]:
+        """Every backend, the default model's first."""
+        return [b for model in self.models.values() for b in model.backends]
+
+    @property
+    def batchers(self) -> list[Scorer]:
+        """Every batcher, the default model's first."""
+        return [b for model in self.models.values() for b in model.batchers]
+
+    def model(self, name: str | None) -> ServedModel:
+        """The served model called ``name`` (None: the default).
+
+        Raises:
+            InvalidInput: no model is served under that name (422 naming the field).
+        """
+        if name is None:
+            return self.default
+        served = self.models.get(name)
+        if served is None:
+            known = ", ".join(repr(n) for n in self.models)
+            raise InvalidInput(f"model: unknown model {name!r}; served: {known}")
+        return served
+
+    @classmethod
+    async def start(
+        cls,
+        settings: Settings,
+        metrics: Metrics,
+        *,
+        backend_factory: BackendFactory = build_backend,
+        tracer: trace.Tracer | None = None,
+    ) -> Runtime:
+        """Load the guidelines and every bundle, start their backends and batchers.
+
+        Raises:
+            BundleError, GuidelineError: a file is missing or malformed, or two models share a name.
+            BackendUnavailable: a backend cannot start.
+        """
+        serial_tokenizers()
+        executor = ThreadPoolExecutor(settings.executor_threads, thread_name_prefix="ranker")
+        loop = asyncio.get_running_loop()
+        models: dict[str, ServedModel] = {}
+        backends: list[AnyBackend] = []
+        batchers: list[Scorer] = []
+        try:
+            guidelines = await loop.run_in_executor(executor, Guidelines.from_file, settings.guidelines)
+            for name, directory in settings.served_models():
+                bundle = await loop.run_in_executor(executor, load_bundle, directory)
+                name = name or bundle.name
+                if name in models:
+                    raise BundleError(f"two models are served as {name!r}: name them with --model NAME=DIR")
+                starter = _ModelStarter(settings, metrics, backend_factory, tracer, executor, name, bundle)
+                try:
+                    served = await starter.start(guidelines)
+                finally:
+                    backends.extend(starter.backends)
+                    batchers.extend(starter.batchers)
+                models[name] = served
+                metrics.model_info.labels(name).info(
+                    {"name": bundle.name, "version": bundle.version, "backend": served.backend_name,
+                     "selector": str(served.ranker.selector is not None).lower()}
+                )  # fmt: skip
+                logger.info(
+                    "model ready name=%s model=%s backend=%s selector=%s",
+                    name, bundle.model_id, served.backend_name, served.ranker.selector is not None,
+                )  # fmt: skip
+        except BaseException:
+            await _close(batchers, backends, executor)
+            raise
+        return cls(settings, executor, models, guidelines)
+
+    async def healthy(self) -> bool:
+        """True when no circuit breaker is open and every backend answers its probe."""
+        if not all(batcher.available() for batcher in self.batchers):
+            return False
+        loop = asyncio.get_running_loop()
+        for backend in self.backends:
+            if is_remote(backend):
+                healthy = await backend.health()
+            else:
+                healthy = await loop.run_in_executor(self.executor, backend.health)
+            if not healthy:
+                return False
+        return True
+
+    async def close(self) -> None:
+        """Stop batchers (failing waiters with NotReady), close backends and the executor."""
+        await _close(self.batchers, self.backends, self.executor)
+
+
+@dataclass
+class _ModelStarter:
+    """Starts one bundle's components; what it started is listed even when a later step fails."""
+
+    settings: Settings
+    metrics: Metrics
+    backend_factory: BackendFactory
+    tracer: trace.Tracer | None
+    executor: ThreadPoolExecutor
+    name: str
+    bundle: ModelBundle
+    backends: list[AnyBackend] = field(default_factory=list)
+    batchers: list[Scorer] = field(default_factory=list)
+
+    async def start(self, guidelines: Guidelines) -> ServedModel:
+        settings, bundle = self.settings, self.bundle
+        ranker_encoder = bundle.pair_encoder()
+        ranker_batcher = await self._component(bundle.ranker, "ranker", ranker_encoder)
+        selector = None
+        selector_encoder = bundle.selector_encoder()
+        if bundle.selector is not None and selector_encoder is not None:
+            selector_batcher = await self._component(bundle.selector.model, "selector", selector_encoder)
+            selector = StatementSelector(
+                bundle.selector,
+                encoder=self._encoder(selector_encoder, "selector", self.backends[-1].name),
+                batcher=selector_batcher,
+                metrics=self.metrics,
+            )
+        ranker = Ranker(
+            bundle=bundle,
+            encoder=self._encoder(ranker_encoder, "ranker", self.backends[0].name),
+            batcher=ranker_batcher,
+            guidelines=guidelines,
+            metrics=self.metrics,
+            settings=settings.ranking,
+            request_timeout_s=settings.limits.request_timeout_s,
+            selector=selector,
+            admission_margin=settings.batching.admission_margin,
+            tracer=self.tracer,
+            name=self.name,
+        )
+        return ServedModel(self.name, bundle, ranker, self.backends, self.batchers)
+
+    def _encoder(self, encoder: AnyEncoder, role: str, backend: str) -> OffLoopEncoder:
+        return OffLoopEncoder(
+            encoder, executor=self.executor, metrics=self.metrics, backend=backend, model=self.name, role=role
+        )
+
+    async def _component(self, spec: OnnxModelSpec, role: str, encoder: AnyEncoder) -> Scorer:
+        """The batching path of one graph; ``encoder`` pads its pairs and bounds their length."""
+        settings, bundle = self.settings, self.bundle
+        backend = self.backend_factory(settings, spec)
+        pad = encoder.pad
+        batcher: Scorer
+        if is_remote(backend):  # it batches itself: no gateway queue in front of it
+            await backend.start()
+            self.backends.append(backend)
+            batcher = DirectScorer(
+                backend=backend, pad=pad, metrics=self.metrics, role=role, model=self.name,
+                max_in_flight_pairs=settings.batching.queue_max_pairs, tracer=self.tracer,
+            )  # fmt: skip
+        else:
+            await asyncio.get_running_loop().run_in_executor(self.executor, backend.start)
+            self.backends.append(backend)
+            batching = settings.batching
+            if batching.sub_batch_pairs == 0 and bundle.serving_sub_batch_pairs:
+                # The model's scores depend on batch-mates unless run this many pairs a call.
+                batching = batching.model_copy(update={"sub_batch_pairs": bundle.serving_sub_batch_pairs})
+            batcher = Batcher(
+                backend=backend, pad=pad, settings=batching, metrics=self.metrics,
+                role=role, model=self.name, max_length=encoder.max_length, breaker=settings.breaker,
+                tracer=self.tracer,
+                warm_up_item=encoder.synthetic() if isinstance(encoder, ListEncoder) else None,
+            )  # fmt: skip
+        await batcher.start(warm_up=isinstance(batcher, Batcher))
+        self.batchers.append(batcher)
+        return batcher
+
+
+async def _close(batchers: list[Scorer], backends: list[AnyBackend], executor: ThreadPoolExecutor) -> None:
+    for batcher in batchers:
+        await batcher.close()
+    for backend in backends:
+        if is_remote(backend):
+            await backend.close()
+        else:
+            backend.close()
+    executor.shutdown(wait=False, cancel_futures=True)
