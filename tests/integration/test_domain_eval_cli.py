@@ -30,18 +30,17 @@ def test_the_cli_scores_generic_lists_with_the_shipped_model(model_dir, tmp_path
     data = tmp_path / "lists.jsonl"
     write_lists(data, lists)
     out = tmp_path / "results.json"
-    card = tmp_path / "MODEL_CARD.md"
-    card.write_text("# a model\n\n## Limits\nEnglish only.\n")
     args = ["--model", str(model_dir), "--lists", f"hand={data}", "--split", "all", "--out", str(out)]
-    results = main([*args, "--card", str(card)])
+    results = main(args)
     assert results["hand"]["lists"] == 3 and results["hand"]["precision_at_1"] in (0.0, 1.0)
     assert json.loads(out.read_text())["results"] == results
-    # The card gains the table as its own section; a second run replaces it rather than adding one.
-    main([*args, "--card", str(card)])
-    text = card.read_text()
-    head = "# a model\n\n## Limits\nEnglish only.\n\n## Held-out evaluation: hand (every list)\n"
-    assert text.startswith(head)
-    assert text.count("## Held-out evaluation") == 1 and text.count("| hand | 3 |") == 1
+
+
+def test_a_run_directory_needs_the_training_side_of_the_cli(model_dir, tmp_path) -> None:
+    data = tmp_path / "lists.jsonl"
+    write_lists(data, [])
+    with pytest.raises(SystemExit):
+        main(["--run", str(tmp_path), "--lists", f"x={data}"])
 
 
 def test_the_sugar_settings_cli_scores_the_shipped_model_on_its_test_split(
