@@ -47,7 +47,7 @@ def test_the_sugar_settings_cli_scores_the_shipped_model_on_its_test_split(
     model_dir, shared_data, tmp_path
 ) -> None:
     """evaluation.sugar_protocol on SUGAR: the shipped model's own split, scored as served, one row."""
-    from dialogue_ranker.training import evaluate
+    from dialogue_ranker.evaluation import sugar_protocol as evaluate
 
     row = "u+S1 (gold statements)"
     results = evaluate.main(
