@@ -611,51 +611,6 @@ def test_a_fresh_cosine_head_scores_each_token_by_its_cosine_with_the_mean_prefi
     np.testing.assert_allclose(logits, COSINE_SCALE * cosine + float(model.head.bias), atol=1e-4)
 
 
-def test_pairwise_sugar_training_smoke_run_writes_a_usable_run_directory(tmp_path, shared_data):
-    pytest.importorskip("torch", reason="training extras (torch) are not installed")
-    from dialogue_ranker.serving.calibration import Calibrator
-    from dialogue_ranker.training import train_sugar
-
-    out = tmp_path / "run"
-    result = train_sugar.main(
-        [
-            "--data",
-            str(shared_data / "sugar" / "sugar.jsonl"),
-            "--out",
-            str(out),
-            "--limit",
-            "16",
-            "--epochs",
-            "1",
-            "--selector-epochs",
-            "1",
-            "--max-steps",
-            "2",
-            "--selector-batch",
-            "32",
-            "--max-length",
-            "128",
-            "--selector-max-length",
-            "48",
-        ]
-    )
-    for name in ("config.json", "split.json", "metrics.json", "calibration.json", "reliability_dev.png"):
-        assert (out / name).is_file(), name
-    for part in ("ranker", "selector"):
-        assert (out / part / "model.safetensors").is_file()
-        assert (out / part / "tokenizer.json").is_file()
-    calibration = json.loads((out / "calibration.json").read_text())
-    assert 0.0 <= calibration["threshold"] <= 1.0
-    probs = Calibrator.from_dict(calibration["maps"]["platt"])(np.linspace(-5, 5, 11))
-    assert np.all(np.diff(probs) >= 0)
-    split = json.loads((out / "split.json").read_text())
-    assert not set(split["test"]) & (set(split["train"]) | set(split["dev"]))
-    assert result["examples"]["train"] == 16
-    assert all(np.isfinite(v) for v in result["dev"].values() if isinstance(v, float))
-    # The packaged backbone is named, not located: a venv path would leak into shipped metadata.
-    assert not Path(json.loads((out / "config.json").read_text())["backbone"]).is_absolute()
-
-
 def test_shipped_metadata_names_its_data_and_limits(model_dir):
     meta = json.loads((Path(model_dir) / "metadata.json").read_text())
     if "training_data" not in meta:
