@@ -34,7 +34,7 @@ lint: $(VENV)/.dev-deps
 # The generated reference pages are checked against the code by the suite (tests/unit/test_docs.py);
 # --strict fails on a broken link or a page missing from the navigation.
 docs: $(VENV)/.dev-deps
-	$(BIN)/mkdocs build --strict --quiet --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
 test: lint docs
 	$(BIN)/pytest

@@ -398,7 +398,7 @@ def evaluation_sections(bundle: Path) -> list[str]:
         )
     extra = [f for f in ("eval-sugar-settings.md", "eval-dev.md") if (bundle / f).is_file()]
     if extra:
-        links = ", ".join(f"[`{f}`]({f})" for f in extra)
+        links = ", ".join(f"`{f}`" for f in extra)
         sections.append(
             "## SUGAR by the paper's protocol\n\n"
             f"`ranker evaluate-sugar`: each statement setting on the SUGAR groups, beside TF-IDF: {links}.\n"
