@@ -293,14 +293,14 @@ def test_the_autoscaler_and_disruption_budget_target_the_gateway(
 # --- Triton ------------------------------------------------------------------------------------
 
 
-def test_triton_runs_the_readme_image_on_one_gpu_with_a_startup_window_for_engine_builds(
+def test_triton_runs_the_documented_image_on_one_gpu_with_a_startup_window_for_engine_builds(
     rendered: dict[str, list[Manifest]],
 ) -> None:
     triton = _container(one(rendered["gpu"], "Deployment", "ranking-triton"))
-    (readme_image,) = set(
-        re.findall(r"nvcr\.io/nvidia/tritonserver:\d+\.\d+-py3", (REPO_ROOT / "README.md").read_text())
+    (documented_image,) = set(
+        re.findall(r"nvcr\.io/nvidia/tritonserver:\d+\.\d+-py3", (REPO_ROOT / "docs" / "guides" / "triton.md").read_text())
     )
-    assert triton["image"] == readme_image
+    assert triton["image"] == documented_image
     assert str(triton["resources"]["limits"]["nvidia.com/gpu"]) == "1"
     http = _port_number(triton, "http")
     for kind in ("startupProbe", "readinessProbe"):
