@@ -297,9 +297,8 @@ def test_triton_runs_the_documented_image_on_one_gpu_with_a_startup_window_for_e
     rendered: dict[str, list[Manifest]],
 ) -> None:
     triton = _container(one(rendered["gpu"], "Deployment", "ranking-triton"))
-    (documented_image,) = set(
-        re.findall(r"nvcr\.io/nvidia/tritonserver:\d+\.\d+-py3", (REPO_ROOT / "docs" / "guides" / "triton.md").read_text())
-    )
+    guide = (REPO_ROOT / "docs" / "guides" / "triton.md").read_text()
+    (documented_image,) = set(re.findall(r"nvcr\.io/nvidia/tritonserver:\d+\.\d+-py3", guide))
     assert triton["image"] == documented_image
     assert str(triton["resources"]["limits"]["nvidia.com/gpu"]) == "1"
     http = _port_number(triton, "http")
