@@ -153,8 +153,9 @@ def launch_service(
     """
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "src"), "RANKER_ONNX__INTRA_OP_THREADS": "1"}
-    command = [sys.executable, "-m", "dialogue_ranker.serving", "--host", "127.0.0.1", "--port", str(port)]
-    command += args
+    # The `ranker` command's own entry point, run by this interpreter: `ranker serve ...`.
+    command = [sys.executable, "-m", "dialogue_ranker.cli", "serve", "--host", "127.0.0.1"]
+    command += ["--port", str(port), *args]
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=stdout, stderr=subprocess.STDOUT)
     return process, f"http://127.0.0.1:{port}"
 
