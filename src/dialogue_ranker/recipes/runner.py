@@ -1,0 +1,470 @@
+"""Run a recipe's stages in order, each a ``ranker`` subprocess, resumable stage by stage.
+
+Layout under the recipe's ``out``: ``data/`` (stage 0, the conversions), then one folder per
+stage, ``<out>/<stage>/``, which holds what the stage writes (a run, a soup, a bundle) or, for an
+evaluation or card (whose files go into the bundle the card reads), its log. ``stage.log`` in
+each folder is the stage's own output; ``recipe.log`` beside them is the sequence: each stage's
+start, end and seconds (or skip, or failure). A finished stage writes
+``<out>/<stage>/.stage-done.json``: the command, seconds, finish time and the hash of the stage's
+config (its fields, not its time estimates, and its command).
+
+A rerun skips each stage whose marker holds the same hash, up to the first that does not; that
+stage and every one after it run again (a later stage's marker is stale once an earlier stage ran
+again). A stage folder without a valid marker is a run that was interrupted or failed: it is
+removed before the stage starts over. The data stage is finer-grained: each conversion is written
+to ``data/.partial/`` and moved into place when it ends, with its own marker, so an interrupted
+conversion stage keeps the files already converted.
+
+A ``runs_on = "gpu"`` stage that is going to run, on a machine where ``torch.cuda.is_available()``
+is false, refuses the whole run before anything starts, quoting the recipe's ``gpu_reason``;
+``--allow-slow`` runs it on the CPU and says how long it is expected to take. torch is imported
+only for that check, only when such a stage is pending.
+
+Written by hand rather than with a workflow library (Snakemake, doit, Luigi, Prefect): the
+sequencing is a loop over an ordered list, and the resume rule is one marker file per stage; a
+dozen lines do it, where a library would bring a new dependency, its own notion of targets
+(files, which a training run's folder is not one of) and a second place to read how the model is
+built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TextIO
+
+from dialogue_ranker.recipes.schema import (
+    DATA_STAGE,
+    CardStage,
+    Conversion,
+    EvaluateStage,
+    ExportStage,
+    Recipe,
+    RecipeError,
+    SoupStage,
+    TrainStage,
+    _Stage,
+    _weighted,
+    load_recipe,
+)
+
+MARKER = ".stage-done.json"
+LOG = "recipe.log"
+
+
+class StageFailed(RuntimeError):
+    """A stage's command ended with a non-zero status."""
+
+
+def cuda_available() -> bool:
+    """Whether this machine has a CUDA GPU torch can use (imports torch: call only when it matters)."""
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def ranker_command() -> list[str]:
+    """The ``ranker`` command of this interpreter's environment (its script, else ``-m``)."""
+    script = Path(sys.executable).parent / "ranker"
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-m", "dialogue_ranker.cli"]
+
+
+@dataclass
+class Step:
+    """One unit of the plan: a stage (or stage 0) with its commands and config hash."""
+
+    name: str
+    kind: str
+    runs_on: str
+    estimate: str
+    config_hash: str
+    #: (label, argv after ``ranker``): one per command; the data stage has one per conversion.
+    commands: list[tuple[str, list[str]]]
+    stage: _Stage | None = None
+
+
+class Plan:
+    """A loaded recipe, its paths and its steps: what ``run``, ``show`` and ``--dry-run`` read."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.recipe: Recipe = load_recipe(path)
+        self.root = (path.resolve().parent / self.recipe.root).resolve()
+        self.out_rel = self.recipe.out or f"runs/{self.recipe.name}"
+        self.out = self.root / self.out_rel
+        self.steps = self._steps()
+
+    # -- paths, relative to root where the recipe gives them so (the commands run in root) --
+    def stage_dir(self, name: str) -> str:
+        """A stage's folder, relative to root."""
+        return f"{self.out_rel}/{name}"
+
+    def data_file(self, entry: str) -> str:
+        """A [data] name's converted file, else the entry itself (a path relative to root)."""
+        return f"{self.stage_dir(DATA_STAGE)}/{entry}" if entry in self.recipe.data else entry
+
+    def _steps(self) -> list[Step]:
+        steps = []
+        if self.recipe.data:
+            commands = [(name, self._convert(name, conv)) for name, conv in self.recipe.data.items()]
+            steps.append(Step(DATA_STAGE, "convert", "cpu", "", self.recipe.data_hash(), commands))
+        for stage in self.recipe.stages:
+            argv = self._command(stage)
+            steps.append(
+                Step(
+                    stage.name,
+                    stage.kind,
+                    stage.runs_on,
+                    stage.estimate(),
+                    _hash(stage.config_hash(), argv),
+                    [(stage.name, argv)],
+                    stage,
+                )
+            )
+        return steps
+
+    def _convert(self, name: str, conv: Conversion) -> list[str]:
+        argv = ["convert", conv.dataset, conv.source, f"{self.stage_dir(DATA_STAGE)}/.partial/{name}"]
+        return argv + (["--negatives", conv.negatives] if conv.negatives else [])
+
+    def _command(self, stage: _Stage) -> list[str]:
+        out = self.stage_dir(stage.name)
+        argv: list[str]
+        if isinstance(stage, TrainStage):
+            argv = ["train"]
+            for entry in stage.data:
+                name, weight = _weighted(entry)
+                argv += ["--data", self.data_file(name) + (f":{weight:g}" if weight is not None else "")]
+            if stage.init:
+                argv += ["--init", self.stage_dir(stage.init)]
+            for teacher in stage.teachers:
+                name, weight = _weighted(teacher)
+                argv += ["--teacher", f"{self.stage_dir(name)}:{weight:g}"]
+            argv += _flags(
+                stage, ["distill_weight", "batch_lists", "lr", "seed", "max_steps", "precision", "dev_lists"]
+            )
+            argv += ["--out", out]
+        elif isinstance(stage, SoupStage):
+            (first, _), *others = [_weighted(r) for r in stage.runs]
+            argv = ["interpolate", "--run", self.stage_dir(first)]
+            for name, weight in others:
+                argv += ["--with", f"{self.stage_dir(name)}:{weight:g}"]
+            argv += ["--alpha", f"{stage.alpha:g}", "--alphas", f"{stage.alpha:g}", "--out", out]
+        elif isinstance(stage, ExportStage):
+            argv = [
+                "export",
+                "--run",
+                self.stage_dir(stage.run),
+                "--out",
+                out,
+                "--build",
+                f"{self.out_rel}/.build/{stage.name}",
+                "--version",
+                stage.version or self.recipe.version,
+            ]
+            if stage.bundle_name:
+                argv += ["--name", stage.bundle_name]
+            for field in ("variants", "threshold_on", "calibrate_on"):
+                value = getattr(stage, field)
+                if value:
+                    argv += [f"--{field.replace('_', '-')}", ",".join(value)]
+            argv += _flags(stage, ["last_turn_weight", "prior_weight", "dev_lists"])
+        elif isinstance(stage, EvaluateStage):
+            bundle = self.stage_dir(stage.bundle or "")
+            if stage.protocol == "lists":
+                argv = ["evaluate", "--model", bundle, "--split", stage.split]
+                for name, entry in stage.lists.items():
+                    argv += ["--lists", f"{name}={self.data_file(entry)}"]
+                argv += _flags(stage, ["max_lists"])
+                argv += ["--out", f"{bundle}/{stage.out or f'eval-{stage.name}.json'}"]
+            else:
+                argv = [
+                    "evaluate-sugar",
+                    "--model",
+                    bundle,
+                    "--data",
+                    self.data_file(stage.sugar or ""),
+                    "--split",
+                    stage.split,
+                ]
+                argv += ["--out-md", f"{bundle}/{stage.out_md or f'eval-sugar-{stage.split}.md'}"]
+        elif isinstance(stage, CardStage):
+            argv = ["card", self.stage_dir(stage.bundle or "")]
+        else:  # pragma: no cover - the schema's union is closed
+            raise RecipeError(f"stage {stage.name}: unknown kind")
+        return argv + list(stage.extra_args)
+
+    # -- status --
+    def marker(self, step: Step) -> dict | None:
+        """The step's ``.stage-done.json``, or None where it has none (or an unreadable one)."""
+        path = self.out / step.name / MARKER
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def statuses(self) -> list[tuple[Step, str]]:
+        """Each step with ``done``, or why it is pending; a step after a pending one is pending."""
+        found, earlier_pending = [], False
+        for step in self.steps:
+            marker = self.marker(step)
+            if marker is not None and marker.get("config_hash") == step.config_hash and not earlier_pending:
+                status = f"done ({marker.get('seconds', 0):.0f} s, {marker.get('finished_at', '?')})"
+            else:
+                if marker is not None and marker.get("config_hash") != step.config_hash:
+                    status = "pending (its config changed since it ran)"
+                elif marker is not None:
+                    status = "pending (an earlier stage runs again)"
+                elif (self.out / step.name).exists():
+                    status = "pending (interrupted: its partial folder is removed first)"
+                else:
+                    status = "pending"
+                earlier_pending = True
+            found.append((step, status))
+        return found
+
+    def missing_inputs(self, steps: list[Step]) -> list[str]:
+        """Files the steps read that neither exist nor come from [data]: a user's file misnamed."""
+        missing = []
+        for step in steps:
+            stage = step.stage
+            entries: list[str] = []
+            if step.name == DATA_STAGE:
+                entries = [c.source for c in self.recipe.data.values()]
+            elif isinstance(stage, TrainStage):
+                entries = [_weighted(e)[0] for e in stage.data]
+            elif isinstance(stage, EvaluateStage):
+                entries = list(stage.lists.values()) + ([stage.sugar] if stage.sugar else [])
+            for entry in entries:
+                if entry not in self.recipe.data and not (self.root / entry).exists():
+                    missing.append(f"stage {step.name}: {entry} (relative to {self.root}) does not exist")
+        return missing
+
+
+def _flags(stage: _Stage, fields: list[str]) -> list[str]:
+    argv = []
+    for field in fields:
+        value = getattr(stage, field)
+        if value is not None:
+            argv += [f"--{field.replace('_', '-')}", f"{value:g}" if isinstance(value, float) else str(value)]
+    return argv
+
+
+def _hash(config_hash: str, argv: list[str]) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps([config_hash, argv]).encode()).hexdigest()[:16]
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Runner:
+    """Runs a :class:`Plan`; ``log`` lines go to stdout and ``<out>/recipe.log``."""
+
+    def __init__(self, plan: Plan, *, stdout: TextIO | None = None, cuda: Callable[[], bool] | None = None):
+        self.plan = plan
+        self.stdout = stdout or sys.stdout
+        self.cuda = cuda or cuda_available
+
+    def log(self, message: str) -> None:
+        """A timestamped line to stdout and ``<out>/recipe.log``."""
+        line = f"{_now()} {message}"
+        print(line, file=self.stdout, flush=True)
+        self.plan.out.mkdir(parents=True, exist_ok=True)
+        with open(self.plan.out / LOG, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+    def pending(self, start_from: str | None = None) -> list[Step]:
+        """The steps to run: from ``start_from`` on, else from the first step not done.
+
+        ``start_from``'s earlier steps must be done.
+        """
+        statuses = self.plan.statuses()
+        if start_from is None:
+            return [step for step, status in statuses if not status.startswith("done")]
+        names = [step.name for step, _ in statuses]
+        if start_from not in names:
+            raise RecipeError(f"--from {start_from}: no such stage (stages: {', '.join(names)})")
+        i = names.index(start_from)
+        not_done = [step.name for step, status in statuses[:i] if not status.startswith("done")]
+        if not_done:
+            raise RecipeError(f"--from {start_from}: earlier stages are not done: {', '.join(not_done)}")
+        return [step for step, _ in statuses[i:]]
+
+    def refusals(self, steps: list[Step], allow_slow: bool) -> list[str]:
+        """Why the GPU stages among ``steps`` cannot run here (empty with a GPU or ``allow_slow``)."""
+        gpu = [s for s in steps if s.runs_on == "gpu"]
+        if not gpu or allow_slow or self.cuda():
+            return []
+        return [f"stage {s.name}: {_gpu_reason(s)}" for s in gpu]
+
+    def run(self, *, start_from: str | None = None, dry_run: bool = False, allow_slow: bool = False) -> int:
+        """Run the pending steps (``dry_run``: print them); the exit status (0, 1 failed, 3 refused)."""
+        steps = self.pending(start_from)
+        todo = {s.name for s in steps}
+        missing = self.plan.missing_inputs(steps)
+        if missing:
+            raise RecipeError("inputs missing:\n  " + "\n  ".join(missing))
+        refused = self.refusals(steps, allow_slow)
+        if dry_run:
+            for step in self.plan.steps:
+                state = "run" if step.name in todo else "skip (done)"
+                print(f"[{state}] {step.name} ({step.kind}, {step.runs_on})", file=self.stdout)
+                for _label, argv in step.commands:
+                    print(f"    ranker {shlex.join(argv)}", file=self.stdout)
+            for reason in refused:
+                print(f"would be refused here (no CUDA GPU): {reason}", file=self.stdout)
+            return 0
+        if refused:
+            print(
+                "refused: these stages need a CUDA GPU, which this machine lacks "
+                "(--allow-slow runs them on the CPU):\n  " + "\n  ".join(refused),
+                file=sys.stderr,
+            )
+            return 3
+        self.log(
+            f"recipe {self.plan.recipe.name} {self.plan.recipe.version} ({self.plan.path}): "
+            f"{len(steps)} of {len(self.plan.steps)} stages to run, output {self.plan.out}"
+        )
+        for step in self.plan.steps:
+            if step.name not in todo:
+                self.log(f"skip  {step.name}: done (same config, {MARKER} kept)")
+                continue
+            if step.runs_on == "gpu" and allow_slow and not self._cuda_cached():
+                self.log(f"note  {step.name}: runs on the CPU (--allow-slow); expected {_cpu_time(step)}")
+            try:
+                self._run_step(step)
+            except StageFailed as e:
+                self.log(f"FAIL  {step.name}: {e}")
+                return 1
+            except KeyboardInterrupt:
+                self.log(f"STOP  {step.name}: interrupted; a rerun starts it over")
+                raise
+        self.log(f"recipe {self.plan.recipe.name} done: output {self.plan.out}")
+        return 0
+
+    _cuda: bool | None = None
+
+    def _cuda_cached(self) -> bool:
+        if self._cuda is None:
+            self._cuda = self.cuda()
+        return self._cuda
+
+    def _run_step(self, step: Step) -> None:
+        folder = self.plan.out / step.name
+        if step.name == DATA_STAGE:
+            (folder / MARKER).unlink(missing_ok=True)
+            shutil.rmtree(folder / ".partial", ignore_errors=True)
+        else:
+            for partial in (folder, self.plan.out / ".build" / step.name):
+                if partial.exists():
+                    self.log(f"clean {step.name}: removing {partial} (an unfinished or changed run)")
+                    shutil.rmtree(partial)
+        folder.mkdir(parents=True, exist_ok=True)
+        if step.name == DATA_STAGE:
+            (folder / ".partial").mkdir()
+        self.log(
+            f"start {step.name} ({step.kind}, {step.runs_on}"
+            + (f", estimate {step.estimate}" if step.estimate else "")
+            + ")"
+        )
+        started = time.monotonic()
+        commands = []
+        for label, argv in step.commands:
+            if step.name == DATA_STAGE:
+                done = folder / ".done" / f"{label}.json"
+                step_hash = _hash("", argv)
+                if (
+                    done.is_file()
+                    and (folder / label).is_file()
+                    and json.loads(done.read_text()).get("hash") == step_hash
+                ):
+                    self.log(f"skip  {step.name}/{label}: converted earlier")
+                    commands.append(shlex.join(["ranker", *argv]))
+                    continue
+            seconds = self._call(step, label, argv, folder / "stage.log")
+            commands.append(shlex.join(["ranker", *argv]))
+            if step.name == DATA_STAGE:
+                os.replace(folder / ".partial" / label, folder / label)
+                (folder / ".done").mkdir(exist_ok=True)
+                (folder / ".done" / f"{label}.json").write_text(
+                    json.dumps(
+                        {"command": commands[-1], "seconds": round(seconds, 1), "hash": _hash("", argv)}
+                    )
+                )
+                self.log(f"done  {step.name}/{label}: {seconds:.1f} s")
+        seconds = time.monotonic() - started
+        marker = {
+            "stage": step.name,
+            "kind": step.kind,
+            "command": commands[0] if len(commands) == 1 else commands,
+            "seconds": round(seconds, 1),
+            "finished_at": _now(),
+            "config_hash": step.config_hash,
+        }
+        (folder / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
+        self.log(f"end   {step.name}: {seconds:.1f} s")
+
+    def _call(self, step: Step, label: str, argv: list[str], log_path: Path) -> float:
+        """Run ``ranker ARGV`` in root, its output to stdout and the stage's log; its seconds."""
+        command = ranker_command() + argv
+        self.log(f"run   {label}: ranker {shlex.join(argv)}")
+        env = dict(os.environ)
+        env.setdefault("HF_HUB_OFFLINE", "1")  # the backbone is packaged; a stage never downloads
+        env["PYTHONUNBUFFERED"] = "1"
+        started = time.monotonic()
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                command, cwd=self.plan.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            )
+            assert proc.stdout is not None
+            try:
+                for chunk in iter(proc.stdout.readline, b""):
+                    log.write(chunk)
+                    log.flush()
+                    self.stdout.write(chunk.decode("utf-8", "replace"))
+                    self.stdout.flush()
+                code = proc.wait()
+            except BaseException:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                raise
+        if code != 0:
+            raise StageFailed(
+                f"ranker {argv[0]} exited with status {code} after "
+                f"{time.monotonic() - started:.1f} s (see {log_path})"
+            )
+        return time.monotonic() - started
+
+
+def _gpu_reason(step: Step) -> str:
+    stage = step.stage
+    if stage is not None and stage.gpu_reason:
+        return stage.gpu_reason
+    return f"runs on a GPU ({step.estimate})"
+
+
+def _cpu_time(step: Step) -> str:
+    stage = step.stage
+    if stage is not None and stage.minutes_cpu is not None:
+        hours = stage.minutes_cpu / 60
+        when = f"about {stage.minutes_cpu:g} minutes" + (f" ({hours:.1f} hours)" if hours >= 1 else "")
+    else:
+        when = "an unknown time"
+    return when + (f": {stage.gpu_reason}" if stage is not None and stage.gpu_reason else "")

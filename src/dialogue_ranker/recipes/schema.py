@@ -1,0 +1,359 @@
+"""A training recipe: a TOML file read with :mod:`tomllib`, checked by pydantic models.
+
+    name = "dialogue-minilm-l6-cpu"
+    version = "2.8.0-cpu"
+    # out = "runs/dialogue-minilm-l6-cpu"   (the default: runs/<name>, under root)
+    # root = ".."                           (the default: the recipe's folder's parent, the repo)
+
+    [data]   # stage 0, "data": output file name -> ranker convert DATASET SOURCE
+    "sugar.jsonl" = { dataset = "sugar", source = "../shared/data/sugar/sugar.jsonl" }
+    "sugar-statement.jsonl" = { dataset = "sugar", source = "...", negatives = "statement:2" }
+
+    [[stages]]
+    name = "b-1"
+    kind = "train"            # train | soup | export | evaluate | card
+    runs_on = "cpu"           # cpu | gpu
+    minutes_cpu = 25
+    data = ["sugar.jsonl:2", "topical-chat.jsonl:0.08", "my-logs/lists.jsonl"]
+
+Every relative path (sources, data files that are not [data] names, ``out``) is relative to
+``root``, where each stage's command also runs. A ``train`` stage's ``data`` entry is a [data]
+name or the path of any file in the ranking-data format (:mod:`dialogue_ranker.data.ranking_data`):
+that is how a user's own lists plug in. Stages refer to earlier stages by name (``init``,
+``teachers``, a soup's ``runs``, an export's ``run``, an evaluation's or card's ``bundle``).
+
+A bad recipe is a :class:`RecipeError` naming the file, the stage and the field, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+StageName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=64)]
+#: Stage 0: the [data] conversions (its folder holds the converted files).
+DATA_STAGE = "data"
+#: Fields that describe a stage but do not change what it computes: left out of its config hash.
+NOT_HASHED = {"runs_on", "minutes_cpu", "minutes_gpu", "gpu_reason", "note"}
+
+
+class RecipeError(ValueError):
+    """A recipe that cannot be read or does not validate; the message names file, stage and field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _weighted(entry: str) -> tuple[str, float | None]:
+    """``"NAME:W"`` -> (NAME, W); ``"NAME"`` -> (NAME, None). A path may itself hold ``:``."""
+    head, sep, tail = entry.rpartition(":")
+    if sep:
+        try:
+            return head, float(tail)
+        except ValueError:
+            pass
+    return entry, None
+
+
+class Conversion(_Strict):
+    """One ``ranker convert`` call: its dataset, source (file or folder) and negative mix."""
+
+    dataset: Literal["sugar", "topical-chat", "dailydialog-pp"]
+    source: str = Field(min_length=1)
+    negatives: str | None = None
+
+
+class _Stage(_Strict):
+    name: StageName
+    runs_on: Literal["cpu", "gpu"] = "cpu"
+    minutes_cpu: float | None = Field(default=None, gt=0)
+    minutes_gpu: float | None = Field(default=None, gt=0)
+    #: Why a ``gpu`` stage needs one: the refusal on a machine without CUDA quotes it.
+    gpu_reason: str | None = None
+    note: str | None = None
+    extra_args: list[str] = []
+
+    def refs(self) -> list[tuple[str, str, tuple[str, ...]]]:
+        """(field, stage it names, kinds that stage may be) for each reference to an earlier stage."""
+        return []
+
+    def estimate(self) -> str:
+        """The recipe's time estimates in words (``?`` where it gives none)."""
+        parts = []
+        if self.minutes_cpu is not None:
+            parts.append(f"~{self.minutes_cpu:g} min CPU")
+        if self.minutes_gpu is not None:
+            parts.append(f"~{self.minutes_gpu:g} min GPU")
+        return ", ".join(parts) or "?"
+
+    def config_hash(self) -> str:
+        """A hash of the fields that change what the stage computes (not its estimates)."""
+        config = self.model_dump(mode="json", exclude=NOT_HASHED)
+        return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+
+
+RUNS = ("train", "soup")
+
+
+class TrainStage(_Stage):
+    """``ranker train``: ``data`` entries ``NAME_OR_PATH[:WEIGHT]``; ``init`` a finished run stage."""
+
+    kind: Literal["train"]
+    data: list[str] = Field(min_length=1)
+    init: StageName | None = None
+    seed: int | None = None
+    lr: float | None = Field(default=None, gt=0)
+    max_steps: int | None = Field(default=None, gt=0)
+    batch_lists: int | None = Field(default=None, gt=0)
+    dev_lists: int | None = Field(default=None, gt=0)
+    precision: Literal["fp32", "bf16", "auto"] | None = None
+    #: Distillation: finished run stages ``"STAGE:WEIGHT"`` whose output ensemble the run learns.
+    teachers: list[str] = []
+    distill_weight: float | None = Field(default=None, ge=0, le=1)
+
+    @field_validator("data")
+    @classmethod
+    def _data_weights(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            name, weight = _weighted(entry)
+            if not name:
+                raise ValueError(f"{entry!r}: no file name")
+            if weight is not None and weight <= 0:
+                raise ValueError(f"{entry!r}: the weight must be positive")
+        return entries
+
+    @field_validator("teachers")
+    @classmethod
+    def _teacher_weights(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            _, weight = _weighted(entry)
+            if weight is None or weight <= 0:
+                raise ValueError(f"{entry!r}: a teacher is 'STAGE:WEIGHT' with a positive weight")
+        return entries
+
+    @model_validator(mode="after")
+    def _distill(self) -> TrainStage:
+        if self.distill_weight is not None and not self.teachers:
+            raise ValueError("distill_weight needs teachers")
+        return self
+
+    def refs(self) -> list[tuple[str, str, tuple[str, ...]]]:
+        """The run it starts from and its teachers."""
+        found: list[tuple[str, str, tuple[str, ...]]] = [("init", self.init, RUNS)] if self.init else []
+        return found + [("teachers", _weighted(t)[0], RUNS) for t in self.teachers]
+
+
+class SoupStage(_Stage):
+    """``ranker interpolate``: a weighted average of runs' weights, ``runs = ["a:0.5", "b:0.5"]``.
+
+    The first run is ``--run``, the others ``--with RUN:W``; the weights must sum to 1.
+    ``alpha`` < 1 moves the soup toward the untrained backbone (WiSE-FT).
+    """
+
+    kind: Literal["soup"]
+    runs: list[str] = Field(min_length=2)
+    alpha: float = Field(default=1.0, gt=0, le=1)
+
+    @field_validator("runs")
+    @classmethod
+    def _weights(cls, entries: list[str]) -> list[str]:
+        weights = [_weighted(e)[1] for e in entries]
+        if any(w is None or w <= 0 for w in weights):
+            raise ValueError("each run is 'STAGE:WEIGHT' with a positive weight")
+        if abs(sum(w for w in weights if w is not None) - 1) > 1e-6:
+            raise ValueError(f"the weights sum to {sum(w for w in weights if w is not None):g}, not 1")
+        return entries
+
+    def refs(self) -> list[tuple[str, str, tuple[str, ...]]]:
+        """The runs it averages."""
+        return [("runs", _weighted(r)[0], RUNS) for r in self.runs]
+
+
+class ExportStage(_Stage):
+    """``ranker export``: the run stage's bundle, written to the stage's own folder."""
+
+    kind: Literal["export"]
+    run: StageName
+    variants: list[str] | None = None
+    threshold_on: list[str] | None = None
+    calibrate_on: list[str] | None = None
+    last_turn_weight: float | None = Field(default=None, ge=0, le=1)
+    prior_weight: float | None = Field(default=None, ge=0)
+    dev_lists: int | None = Field(default=None, gt=0)
+    #: The bundle's version (default: the recipe's).
+    version: str | None = None
+    #: The bundle's name (``ranker export --name``).
+    bundle_name: str | None = None
+
+    def refs(self) -> list[tuple[str, str, tuple[str, ...]]]:
+        """The run it exports."""
+        return [("run", self.run, RUNS)]
+
+
+class EvaluateStage(_Stage):
+    """An evaluation of an export stage's bundle; its files go into the bundle (the card reads them).
+
+    ``protocol = "lists"``: ``ranker evaluate --lists NAME=FILE ... --split S [--max-lists N]
+    --out BUNDLE/<out>``; ``protocol = "sugar"``: ``ranker evaluate-sugar --data SUGAR --split S
+    --out-md BUNDLE/<out_md>``.
+    """
+
+    kind: Literal["evaluate"]
+    protocol: Literal["lists", "sugar"] = "lists"
+    #: The export stage whose bundle is evaluated (default: the last export stage before this one).
+    bundle: StageName | None = None
+    split: Literal["train", "dev", "test", "all"] = "test"
+    #: protocol lists: NAME -> a [data] name or a ranking-data file.
+    lists: dict[str, str] = {}
+    max_lists: int | None = Field(default=None, gt=0)
+    out: str | None = Field(default=None, pattern=r"^[^/]+\.json$")
+    #: protocol sugar: the SUGAR-format file.
+    sugar: str | None = None
+    out_md: str | None = Field(default=None, pattern=r"^[^/]+\.md$")
+
+    @model_validator(mode="after")
+    def _protocol(self) -> EvaluateStage:
+        if self.protocol == "lists":
+            if not self.lists:
+                raise ValueError("protocol 'lists' needs lists (NAME = FILE)")
+            if self.sugar or self.out_md:
+                raise ValueError("sugar and out_md are for protocol 'sugar'")
+        else:
+            if not self.sugar:
+                raise ValueError("protocol 'sugar' needs sugar (the SUGAR-format file)")
+            if self.split == "all":
+                raise ValueError("protocol 'sugar' takes split train, dev or test")
+            if self.lists or self.out or self.max_lists:
+                raise ValueError("lists, out and max_lists are for protocol 'lists'")
+        return self
+
+    def refs(self) -> list[tuple[str, str, tuple[str, ...]]]:
+        """The export stage whose bundle it reads."""
+        return [("bundle", self.bundle, ("export",))] if self.bundle else []
+
+
+class CardStage(_Stage):
+    """``ranker card BUNDLE``: the model card, once the evaluations exist."""
+
+    kind: Literal["card"]
+    bundle: StageName | None = None
+
+    def refs(self) -> list[tuple[str, str, tuple[str, ...]]]:
+        """The export stage whose bundle it reads."""
+        return [("bundle", self.bundle, ("export",))] if self.bundle else []
+
+
+Stage = Annotated[
+    TrainStage | SoupStage | ExportStage | EvaluateStage | CardStage, Field(discriminator="kind")
+]
+
+
+class Recipe(_Strict):
+    """A whole recipe: its name and version, where it writes, the [data] conversions, the stages."""
+
+    name: StageName
+    version: str = Field(min_length=1)
+    description: str | None = None
+    #: The folder relative paths are read against and commands run in, relative to the recipe file.
+    root: str = ".."
+    #: The output folder, relative to root (default ``runs/<name>``).
+    out: str | None = None
+    data: dict[str, Conversion] = {}
+    stages: list[Stage] = Field(min_length=1)
+
+    @field_validator("data")
+    @classmethod
+    def _file_names(cls, data: dict[str, Conversion]) -> dict[str, Conversion]:
+        for name in data:
+            if "/" in name or name.startswith(".") or not name.endswith(".jsonl"):
+                raise ValueError(f"{name!r}: a [data] output is a plain file name ending in .jsonl")
+        return data
+
+    @model_validator(mode="after")
+    def _references(self) -> Recipe:
+        """Unique stage names; each reference names an earlier stage of the kind it needs."""
+        seen: dict[str, str] = {}
+        for i, stage in enumerate(self.stages):
+            where = f"stages[{i}] ({stage.name})"
+            if stage.name == DATA_STAGE or stage.name.startswith("."):
+                raise ValueError(f"{where}: the name {stage.name!r} is reserved (the data conversions)")
+            if stage.name in seen:
+                raise ValueError(f"{where}: name {stage.name!r} is used by an earlier stage")
+            for field, ref, kinds in stage.refs():
+                if ref not in seen:
+                    raise ValueError(f"{where}.{field}: {ref!r} is not an earlier stage")
+                if seen[ref] not in kinds:
+                    raise ValueError(
+                        f"{where}.{field}: stage {ref!r} is a {seen[ref]}, not a {' or '.join(kinds)}"
+                    )
+            if isinstance(stage, EvaluateStage | CardStage) and stage.bundle is None:
+                if "export" not in seen.values():
+                    raise ValueError(f"{where}: no export stage before it to take the bundle from")
+                stage.bundle = [n for n, k in seen.items() if k == "export"][-1]
+            if stage.runs_on == "gpu" and stage.kind not in RUNS:
+                raise ValueError(f"{where}.runs_on: only train and soup stages run on a GPU")
+            seen[stage.name] = stage.kind
+        return self
+
+    def data_hash(self) -> str:
+        """The config hash of stage 0 (the conversions)."""
+        config = {k: v.model_dump(mode="json") for k, v in sorted(self.data.items())}
+        return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _location(loc: tuple[int | str, ...], raw: dict[str, Any]) -> str:
+    """``('stages', 3, 'train', 'lr')`` -> ``stages[3] (open-1).lr``: the stage named, not just numbered."""
+    out = ""
+    i = 0
+    while i < len(loc):
+        part = loc[i]
+        if isinstance(part, int):
+            out += f"[{part}]"
+            if loc[:i] == ("stages",):
+                stages = raw.get("stages")
+                if isinstance(stages, list) and part < len(stages) and isinstance(stages[part], dict):
+                    name = stages[part].get("name")
+                    if name:
+                        out += f" ({name})"
+                    # the discriminated union's tag (the kind) follows; it is no field of the file
+                    if i + 1 < len(loc) and loc[i + 1] == stages[part].get("kind"):
+                        i += 1
+        else:
+            out += f".{part}" if out else str(part)
+        i += 1
+    return out or "(top level)"
+
+
+def parse_recipe(text: str, source: str = "<recipe>") -> Recipe:
+    """The recipe in ``text``; :class:`RecipeError` naming ``source`` and the field if it is bad."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise RecipeError(f"{source}: not valid TOML: {e}") from None
+    try:
+        return Recipe.model_validate(raw)
+    except ValidationError as e:
+        lines = []
+        for err in e.errors():
+            msg = err["msg"].removeprefix("Value error, ")
+            loc = tuple(err["loc"])
+            if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+                loc += ("kind",)  # the stage's kind is missing or unknown
+            lines.append(f"  {_location(loc, raw)}: {msg}")
+        raise RecipeError(f"{source}: invalid recipe:\n" + "\n".join(lines)) from None
+
+
+def load_recipe(path: Path) -> Recipe:
+    """Read and validate the recipe file at ``path``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise RecipeError(f"{path}: cannot read the recipe: {e.strerror}") from None
+    return parse_recipe(text, str(path))

@@ -1,0 +1,303 @@
+"""Training recipes as data: parsing, validation errors, the commands they make, GPU refusal, status."""
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from dialogue_ranker.recipes import cli
+from dialogue_ranker.recipes.runner import MARKER, Plan, Runner
+from dialogue_ranker.recipes.schema import RecipeError, parse_recipe
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED = REPO / "recipes" / "dialogue-minilm-l6-2.8.0.toml"
+CPU = REPO / "recipes" / "dialogue-minilm-l6-cpu.toml"
+
+TINY = """
+name = "tiny"
+version = "1"
+
+[data]
+"a.jsonl" = { dataset = "sugar", source = "src/sugar.jsonl" }
+
+[[stages]]
+name = "one"
+kind = "train"
+data = ["a.jsonl:2", "mine/lists.jsonl"]
+
+[[stages]]
+name = "two"
+kind = "train"
+init = "one"
+lr = 2e-5
+data = ["a.jsonl"]
+"""
+
+
+def fake_repo(tmp_path: Path, text: str) -> Path:
+    """``text`` as ``<repo>/recipes/r.toml``, with every source the shipped recipes read present."""
+    repo = tmp_path / "repo"
+    (repo / "recipes").mkdir(parents=True)
+    for path in ("src/sugar.jsonl", "mine/lists.jsonl"):
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text("{}\n")
+    shared = tmp_path / "shared" / "data"
+    for path in ("sugar/sugar.jsonl", "dailydialog_pp/dev.jsonl"):
+        (shared / path).parent.mkdir(parents=True, exist_ok=True)
+        (shared / path).write_text("{}\n")
+    (shared / "topical_chat").mkdir()
+    recipe = repo / "recipes" / "r.toml"
+    recipe.write_text(text)
+    return recipe
+
+
+def argv_of(plan: Plan, stage: str) -> list[str]:
+    return next(step.commands[0][1] for step in plan.steps if step.name == stage)
+
+
+def mark_done(plan: Plan, upto: str) -> None:
+    """Markers with the right hash for every step up to and including ``upto``."""
+    for step in plan.steps:
+        (plan.out / step.name).mkdir(parents=True, exist_ok=True)
+        (plan.out / step.name / MARKER).write_text(
+            json.dumps({"config_hash": step.config_hash, "seconds": 1})
+        )
+        if step.name == upto:
+            return
+
+
+# -- the recipes in recipes/ --
+
+
+def test_the_shipped_recipe_is_the_old_makefile_as_data(tmp_path):
+    plan = Plan(fake_repo(tmp_path, SHIPPED.read_text()))
+    recipe = plan.recipe
+    assert (recipe.name, recipe.version) == ("dialogue-minilm-l6", "2.8.0")
+    assert plan.out_rel == "runs/dialogue-minilm-l6"
+    names = [s.name for s in recipe.stages]
+    assert names == ["b-1", "b-2", "open-1", "open-2", "soup", "distilled", "bundle",
+                     "eval-test", "eval-ddpp", "eval-sugar", "card"]  # fmt: skip
+    assert {s.name for s in recipe.stages if s.runs_on == "gpu"} == {"open-1", "distilled"}
+    assert "topical-chat-distill.jsonl" in recipe.data
+    assert recipe.data["topical-chat-fact-only.jsonl"].negatives == "fact:3"
+
+    d = "runs/dialogue-minilm-l6"
+    data = f"{d}/data"
+    assert argv_of(plan, "b-2") == [
+        "train", "--data", f"{data}/sugar.jsonl:2", "--data", f"{data}/topical-chat-entity-fact.jsonl:0.04",
+        "--data", f"{data}/topical-chat-fact-only.jsonl:0.04", "--data", f"{data}/sugar-statement.jsonl:1",
+        "--init", f"{d}/b-1", "--lr", "2e-05", "--seed", "14", "--max-steps", "300", "--precision", "auto",
+        "--out", f"{d}/b-2",
+    ]  # fmt: skip
+    assert argv_of(plan, "soup") == [
+        "interpolate", "--run", f"{d}/open-2", "--with", f"{d}/b-2:0.5", "--alpha", "1", "--alphas", "1",
+        "--out", f"{d}/soup",
+    ]  # fmt: skip
+    distilled = argv_of(plan, "distilled")
+    assert "--stop-at" not in distilled and "--max-steps" not in distilled  # the full planned schedule
+    assert distilled[distilled.index("--init") + 1] == f"{d}/soup"
+    assert [distilled[i + 1] for i, a in enumerate(distilled) if a == "--teacher"] == [
+        f"{d}/open-2:0.5", f"{d}/b-2:0.5"]  # fmt: skip
+    for flag, value in [("--distill-weight", "0.7"), ("--batch-lists", "16"), ("--lr", "4e-05"),
+                        ("--dev-lists", "100")]:  # fmt: skip
+        assert distilled[distilled.index(flag) + 1] == value
+    assert "stopped at step 461" in SHIPPED.read_text()
+    export = " ".join(argv_of(plan, "bundle"))
+    assert export.startswith(f"export --run {d}/distilled --out {d}/bundle ")
+    assert (
+        "--threshold-on sugar,topical-chat --calibrate-on sugar --last-turn-weight 0.5 --prior-weight 0.2 "
+        "--dev-lists 400"
+    ) in export
+    assert " ".join(argv_of(plan, "eval-test")) == (
+        f"evaluate --model {d}/bundle --split test --lists sugar={d}/data/sugar.jsonl "
+        f"--lists topical-chat={d}/data/topical-chat.jsonl --max-lists 600 --out {d}/bundle/eval-test.json"
+    )
+    assert " ".join(argv_of(plan, "eval-ddpp")) == (
+        f"evaluate --model {d}/bundle --split all --lists dailydialog-pp={d}/data/dailydialog-pp.jsonl "
+        f"--out {d}/bundle/eval-ddpp.json"
+    )
+    assert " ".join(argv_of(plan, "eval-sugar")) == (
+        f"evaluate-sugar --model {d}/bundle --data ../shared/data/sugar/sugar.jsonl --split test "
+        f"--out-md {d}/bundle/eval-sugar-settings.md"
+    )
+    assert argv_of(plan, "card") == ["card", f"{d}/bundle"]
+    text = SHIPPED.read_text()
+    assert "git show" not in text and "recover" not in text
+
+
+def test_the_cpu_recipe_runs_on_cpu_within_the_hour():
+    plan = Plan(CPU)
+    recipe = plan.recipe
+    assert (recipe.name, recipe.version) == ("dialogue-minilm-l6-cpu", "2.8.0-cpu")
+    assert plan.out == REPO / "runs" / "dialogue-minilm-l6-cpu"
+    assert all(s.runs_on == "cpu" for s in recipe.stages)
+    assert sum(s.minutes_cpu or 0 for s in recipe.stages) <= 60
+    trains = [s for s in recipe.stages if s.kind == "train"]
+    assert [s.precision for s in trains] == ["auto", "auto"]
+    assert trains[0].data == ["sugar.jsonl:2", "topical-chat.jsonl:0.08"] and trains[1].init == trains[0].name
+    export = " ".join(argv_of(plan, "bundle"))
+    assert "--out runs/dialogue-minilm-l6-cpu/bundle " in export and "models/" not in export
+    assert "--variants int8_blockwise" in export and "--prior-weight 0 " in f"{export} "
+    assert "--last-turn-weight 0.5" in export and "--dev-lists" not in export
+
+
+# -- validation --
+
+
+def bad(text: str) -> str:
+    with pytest.raises(RecipeError) as e:
+        parse_recipe(text, "recipes/bad.toml")
+    return str(e.value)
+
+
+def test_a_bad_field_is_named_with_its_stage_and_the_file():
+    message = bad(TINY.replace("lr = 2e-5", 'lr = "fast"'))
+    assert "recipes/bad.toml" in message and "stages[1] (two).lr" in message
+
+    message = bad(TINY.replace('kind = "train"\ninit', 'kind = "train"\nmax_step = 3\ninit'))
+    assert "stages[1] (two).max_step" in message and "Extra inputs are not permitted" in message
+    assert "stages[0] (one).runs_on" in bad(TINY.replace('name = "one"', 'name = "one"\nruns_on = "tpu"'))
+    assert "stages[0] (one).kind" in bad(TINY.replace('kind = "train"', 'kind = "fit"', 1))
+    assert "stages[0] (one).data" in bad(
+        TINY.replace('data = ["a.jsonl:2", "mine/lists.jsonl"]', "data = []")
+    )
+    assert "data.a.jsonl.dataset" in bad(TINY.replace('dataset = "sugar"', 'dataset = "reddit"'))
+    assert "version" in bad(TINY.replace('version = "1"\n', ""))
+    assert "not valid TOML" in bad(TINY + "\n[[stages]\n")
+
+
+def test_references_must_name_earlier_stages_of_the_right_kind():
+    assert "stages[1] (two).init: 'zero' is not an earlier stage" in bad(
+        TINY.replace('init = "one"', 'init = "zero"')
+    )
+    assert "name 'one' is used by an earlier stage" in bad(TINY.replace('name = "two"', 'name = "one"'))
+    assert "reserved" in bad(TINY.replace('name = "two"', 'name = "data"'))
+    soup = TINY + '\n[[stages]]\nname = "s"\nkind = "soup"\nruns = ["one:0.5", "two:0.4"]\n'
+    assert "sum to 0.9, not 1" in bad(soup)
+    card = TINY + '\n[[stages]]\nname = "c"\nkind = "card"\n'
+    assert "no export stage before it" in bad(card)
+    export = TINY + '\n[[stages]]\nname = "e"\nkind = "export"\nrun = "one"\n'
+    assert "stage 'e' is a export, not a train or soup" in bad(
+        export + '\n[[stages]]\nname = "f"\nkind = "train"\ndata = ["a.jsonl"]\ninit = "e"\n'
+    )
+    assert "distill_weight needs teachers" in bad(TINY.replace("lr = 2e-5", "distill_weight = 0.5"))
+
+
+def test_a_users_own_file_plugs_in_by_path_and_a_missing_one_is_refused_before_anything_runs(tmp_path):
+    recipe = fake_repo(tmp_path, TINY)
+    plan = Plan(recipe)
+    assert argv_of(plan, "one")[:5] == [
+        "train",
+        "--data",
+        "runs/tiny/data/a.jsonl:2",
+        "--data",
+        "mine/lists.jsonl",
+    ]
+    (recipe.parent.parent / "mine" / "lists.jsonl").unlink()
+    with pytest.raises(RecipeError, match=r"stage one: mine/lists.jsonl .* does not exist"):
+        Runner(plan, stdout=io.StringIO()).run()
+    assert not plan.out.exists()
+
+
+def test_the_command_line_reports_a_bad_recipe_with_status_2(tmp_path, capsys):
+    path = tmp_path / "r.toml"
+    path.write_text(TINY.replace("lr = 2e-5", "lr = -1"))
+    with pytest.raises(SystemExit) as e:
+        cli.main(["show", str(path)])
+    assert e.value.code == 2
+    assert "stages[1] (two).lr: Input should be greater than 0" in capsys.readouterr().err
+
+
+# -- GPU stages --
+
+
+def test_the_shipped_recipe_is_refused_without_a_cuda_gpu_before_anything_runs(tmp_path, capsys, monkeypatch):
+    from dialogue_ranker.recipes import runner
+
+    monkeypatch.setattr(runner, "cuda_available", lambda: False)
+    recipe = fake_repo(tmp_path, SHIPPED.read_text())
+    with pytest.raises(SystemExit) as e:
+        cli.main(["run", str(recipe)])
+    assert e.value.code == 3
+    err = capsys.readouterr().err
+    assert "stage open-1: 7,927 steps, 347 s on an NVIDIA H200, 5-7 hours on 2 CPU cores" in err
+    assert "stage distilled: 527 steps" in err and "--allow-slow" in err
+    assert not (recipe.parent.parent / "runs").exists()  # nothing ran, not even the conversions
+
+
+def test_cuda_is_looked_for_only_when_a_gpu_stage_is_pending(tmp_path):
+    def no_torch_please() -> bool:
+        raise AssertionError("torch was asked about CUDA")
+
+    plan = Plan(fake_repo(tmp_path, SHIPPED.read_text()))
+    runner = Runner(plan, stdout=io.StringIO(), cuda=no_torch_please)
+    mark_done(plan, "distilled")  # both GPU stages done: only CPU stages are pending
+    assert runner.refusals(runner.pending(), allow_slow=False) == []
+    cpu = Plan(fake_repo(tmp_path / "cpu", CPU.read_text()))
+    assert Runner(cpu, cuda=no_torch_please).refusals(Runner(cpu).pending(), allow_slow=False) == []
+
+    runner = Runner(plan, stdout=io.StringIO(), cuda=lambda: False)
+    assert runner.refusals(runner.pending("open-1"), allow_slow=True) == []
+    assert [r.split(":")[0] for r in runner.refusals(runner.pending("open-1"), allow_slow=False)] == [
+        "stage open-1", "stage distilled"]  # fmt: skip
+    assert Runner(plan, cuda=lambda: True).refusals(runner.pending("open-1"), allow_slow=False) == []
+
+
+# -- status, resume --
+
+
+def test_show_says_which_stages_are_done_and_why_the_others_are_pending(tmp_path, capsys):
+    plan = Plan(fake_repo(tmp_path, SHIPPED.read_text()))
+    mark_done(plan, "b-2")
+    (plan.out / "b-2" / MARKER).write_text(json.dumps({"config_hash": "stale", "seconds": 3}))
+    (plan.out / "open-1").mkdir()  # interrupted: a folder, no marker
+    mark = plan.steps[4]
+    assert mark.name == "open-2"
+    (plan.out / "open-2").mkdir()
+    (plan.out / "open-2" / MARKER).write_text(json.dumps({"config_hash": mark.config_hash}))
+
+    cli.main(["show", str(plan.path)])
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[3:]}
+    assert rows["data"].split()[:3] == ["data", "convert", "cpu"] and "done (1 s" in rows["data"]
+    assert "done (1 s" in rows["b-1"]
+    assert "pending (its config changed since it ran)" in rows["b-2"]
+    assert "gpu" in rows["open-1"] and "pending (interrupted" in rows["open-1"]
+    assert "pending (an earlier stage runs again)" in rows["open-2"]
+    assert rows["card"].endswith("pending")
+
+
+def test_from_reruns_a_stage_only_when_the_ones_before_it_are_done(tmp_path):
+    plan = Plan(fake_repo(tmp_path, SHIPPED.read_text()))
+    runner = Runner(plan, stdout=io.StringIO())
+    with pytest.raises(RecipeError, match="earlier stages are not done: data, b-1"):
+        runner.pending("b-2")
+    with pytest.raises(RecipeError, match="--from nope: no such stage"):
+        runner.pending("nope")
+    mark_done(plan, "card")
+    assert runner.pending() == []
+    assert [s.name for s in runner.pending("eval-sugar")] == ["eval-sugar", "card"]
+
+
+def test_a_changed_stage_changes_its_hash_and_an_estimate_does_not(tmp_path):
+    def hashes(text, folder):
+        return {s.name: s.config_hash for s in Plan(fake_repo(tmp_path / folder, text)).steps}
+
+    base = hashes(TINY, "base")
+    faster = hashes(TINY.replace("lr = 2e-5", "lr = 3e-5"), "lr")
+    assert faster["two"] != base["two"] and {**faster, "two": base["two"]} == base
+    assert hashes(TINY.replace("lr = 2e-5", "lr = 2e-5\nminutes_cpu = 9\nnote = 'x'"), "estimate") == base
+
+
+def test_dry_run_prints_the_commands_and_runs_nothing(tmp_path):
+    plan = Plan(fake_repo(tmp_path, TINY))
+    out = io.StringIO()
+    assert Runner(plan, stdout=out).run(dry_run=True) == 0
+    text = out.getvalue()
+    assert "[run] data (convert, cpu)" in text
+    assert "ranker convert sugar src/sugar.jsonl runs/tiny/data/.partial/a.jsonl" in text
+    assert (
+        "ranker train --data runs/tiny/data/a.jsonl --init runs/tiny/one --lr 2e-05 --out runs/tiny/two"
+        in text
+    )
+    assert not plan.out.exists()
