@@ -63,7 +63,9 @@ def test_the_distillation_loss_is_flat_where_the_student_says_what_the_teachers_
 def test_the_ensemble_target_is_the_teachers_logits_weighted_on_the_same_sequences(run, sugar, tmp_path):
     from dialogue_ranker.training import train
     from dialogue_ranker.training.distill import Ensemble, parse_teacher
+    from dialogue_ranker.training.list_loss import ListBatch
     from dialogue_ranker.training.shared_prefix import load_run_for_scoring
+    from dialogue_ranker.training.train_lists import encode, load_splits
 
     other = shifted_copy(run, tmp_path / "shifted", 2.0)
     config = json.loads((run / "config.json").read_text())
@@ -72,8 +74,8 @@ def test_the_ensemble_target_is_the_teachers_logits_weighted_on_the_same_sequenc
     )
     assert [c["weight"] for c in ensemble.configs] == [0.75, 0.25]
     model, encoder = load_run_for_scoring(run)
-    lists = train.load_splits(train.parse_args(["--data", str(sugar), "--out", "x", *SMALL]))[0]["sugar"][:3]
-    batch = train.ListBatch(encoder, [train.encode(encoder, x) for x in lists])
+    lists = load_splits(train.parse_args(["--data", str(sugar), "--out", "x", *SMALL]))[0]["sugar"][:3]
+    batch = ListBatch(encoder, [encode(encoder, x) for x in lists])
     with torch.no_grad():
         alone = batch.logits(model)
         target = ensemble.logits(batch.logits)
@@ -85,9 +87,10 @@ def test_the_ensemble_target_is_the_teachers_logits_weighted_on_the_same_sequenc
 def test_a_student_moves_toward_its_teachers_and_the_run_records_them(run, sugar, tmp_path):
     from dialogue_ranker.training import train
     from dialogue_ranker.training.evaluate_run import RunScorer
+    from dialogue_ranker.training.train_lists import load_splits
 
     teacher = shifted_copy(run, tmp_path / "teacher", 3.0)
-    lists = train.load_splits(train.parse_args(["--data", str(sugar), "--out", "x", *SMALL]))[1]["sugar"]
+    lists = load_splits(train.parse_args(["--data", str(sugar), "--out", "x", *SMALL]))[1]["sugar"]
 
     def mean_logit(path):
         return float(np.mean(np.concatenate(RunScorer(path).logits(lists))))

@@ -446,7 +446,7 @@ def test_train_candidates_keeps_the_appropriate_ones_and_samples_the_rest():
     """--train-candidates: every appropriate candidate stays, the negatives are a fresh sample."""
     pytest.importorskip("torch", reason="training extras (torch) are not installed")
     from dialogue_ranker.data.ranking_data import Candidate, RankingList
-    from dialogue_ranker.training.train import sample_candidates
+    from dialogue_ranker.training.train_lists import sample_candidates
 
     lists = RankingList(
         context=(Turn("user", "hi"),),
@@ -477,23 +477,26 @@ def test_train_candidates_below_two_is_refused_by_name(value, capsys):
 def test_bf16_training_scores_like_fp32_and_records_what_it_ran_in(tmp_path, shared_data, monkeypatch):
     """--precision bf16: the training forward pass in autocast, close to fp32; the run says which ran."""
     torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    from dialogue_ranker.serving.list_encoding import ListEncoder
     from dialogue_ranker.training import backbone, convert, train
+    from dialogue_ranker.training.list_loss import list_logits
     from dialogue_ranker.training.shared_prefix import SharedPrefixRanker
+    from dialogue_ranker.training.train_lists import encode, load_splits
 
     sugar = tmp_path / "sugar.jsonl"
     convert.main(["sugar", str(shared_data / "sugar" / "sugar.jsonl"), str(sugar)])
     args = train.parse_args(["--data", str(sugar), "--out", str(tmp_path / "x"), "--limit", "4"])
-    lists, _ = train.load_splits(args)
-    encoder = train.ListEncoder.from_file(
+    lists, _ = load_splits(args)
+    encoder = ListEncoder.from_file(
         backbone.backbone_dir(), max_prefix_tokens=128, max_candidate_tokens=32, max_chunk_tokens=1 << 16,
         max_chunk_candidates=1 << 10,
     )  # fmt: skip
     model = SharedPrefixRanker.load(backbone.backbone_dir(), head="cosine").eval()
-    sequences = [train.encode(encoder, x) for x in lists["sugar"]]
+    sequences = [encode(encoder, x) for x in lists["sugar"]]
     with torch.no_grad():
-        exact = train.list_logits(model, encoder, sequences)
+        exact = list_logits(model, encoder, sequences)
         with backbone.autocast("bf16"):
-            mixed = train.list_logits(model, encoder, sequences)
+            mixed = list_logits(model, encoder, sequences)
     assert mixed.dtype == torch.float32 and exact.abs().max() > 1.0
     # bf16 keeps 8 bits of mantissa: logits of about 10 move by a few hundredths, never the ranking's scale.
     assert 0 < (mixed - exact).abs().max() < 0.25
@@ -667,7 +670,9 @@ def test_dev_seed_fixes_the_dev_sample_across_training_seeds(tmp_path):
     pytest.importorskip("torch", reason="training extras (torch) are not installed")
     from dialogue_ranker.data.ranking_data import Candidate, RankingList, write_lists
     from dialogue_ranker.evaluation.domains import group_split
-    from dialogue_ranker.training.train import load_splits, parse_args, run_dev_lists
+    from dialogue_ranker.training.dev_scoring import run_dev_lists
+    from dialogue_ranker.training.train import parse_args
+    from dialogue_ranker.training.train_lists import load_splits
 
     lists = [
         RankingList(
@@ -700,7 +705,7 @@ def test_the_calibration_map_is_fitted_on_the_files_named():
     from dialogue_ranker.data.ranking_data import Candidate, RankingList
     from dialogue_ranker.export.shared_prefix import calibrate_on
     from dialogue_ranker.serving.tokenization import Turn
-    from dialogue_ranker.training.train import fit_calibration
+    from dialogue_ranker.training.dev_scoring import fit_calibration
 
     rng = np.random.default_rng(0)
 
@@ -766,9 +771,10 @@ def test_training_with_the_last_turn_view_averages_the_views_logits_as_the_servi
 
     from dialogue_ranker.data.ranking_data import Candidate, RankingList
     from dialogue_ranker.serving.list_encoding import ListEncoder
-    from dialogue_ranker.training import train
     from dialogue_ranker.training.backbone import backbone_dir
+    from dialogue_ranker.training.list_loss import list_logits, served_logits
     from dialogue_ranker.training.shared_prefix import SharedPrefixRanker
+    from dialogue_ranker.training.train_lists import encode
 
     model = SharedPrefixRanker.load(backbone_dir(), head="cosine").eval()
     encoder = ListEncoder.from_file(backbone_dir(), max_prefix_tokens=96, max_candidate_tokens=32)
@@ -786,13 +792,13 @@ def test_training_with_the_last_turn_view_averages_the_views_logits_as_the_servi
     )
     single = RankingList(context=multi.context[-1:], candidates=candidates, group="g-single")
     with torch.no_grad():
-        served = train.served_logits(
+        served = served_logits(
             model, encoder, [multi, single], argparse.Namespace(thinned=0.0, last_turn_weight=0.5), None
         )
-        plain = train.served_logits(
+        plain = served_logits(
             model, encoder, [multi, single], argparse.Namespace(thinned=0.0, last_turn_weight=0.0), None
         )
-        full = train.list_logits(model, encoder, [train.encode(encoder, x) for x in (multi, single)])
+        full = list_logits(model, encoder, [encode(encoder, x) for x in (multi, single)])
     torch.testing.assert_close(served[0], (full[0] + 0.5 * full[1]) / 1.5, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(served[1], full[1], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(plain, full, atol=1e-5, rtol=1e-5)

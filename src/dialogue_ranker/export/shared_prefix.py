@@ -38,6 +38,7 @@ from dialogue_ranker.serving.calibration import Calibrator
 from dialogue_ranker.serving.context_views import ONE_VIEW, ViewWeights, combine
 from dialogue_ranker.serving.list_encoding import SIMILARITY_INPUT_NAMES, EncodedList, ListEncoder
 from dialogue_ranker.training.backbone import backbone_dir
+from dialogue_ranker.training.dev_scoring import calibrated_report, dev_report, fit_calibration, run_dev_lists
 from dialogue_ranker.training.ensemble import EnsembleRanker
 from dialogue_ranker.training.shared_prefix import (
     INPUT_NAMES,
@@ -46,7 +47,6 @@ from dialogue_ranker.training.shared_prefix import (
     score_requests,
 )
 from dialogue_ranker.training.similarity import SimilarityRanker, candidate_cosines, fit_weight
-from dialogue_ranker.training.train import calibrated_report, dev_report, fit_calibration, run_dev_lists
 
 #: Shipped encoding budgets on top of the run's: how a long candidate list is cut into sequences.
 MAX_CHUNK_TOKENS = 1024

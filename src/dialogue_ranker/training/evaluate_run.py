@@ -44,7 +44,7 @@ class RunScorer:
         """Each candidate's logit (its views' weighted mean), per list."""
         import torch
 
-        from dialogue_ranker.training.train import dev_logits
+        from dialogue_ranker.training.dev_scoring import dev_logits
 
         with torch.no_grad():
             logits = dev_logits(self.model, self.encoder, {"lists": list(lists)})["lists"]

@@ -46,8 +46,7 @@ import torch
 from dialogue_ranker.data.ranking_data import RankingList, exit_on_data_error, read_lists
 from dialogue_ranker.serving.list_encoding import ListEncoder
 from dialogue_ranker.training.backbone import backbone_dir, device
-from dialogue_ranker.training.shared_prefix import SharedPrefixRanker, run_encoder
-from dialogue_ranker.training.train import (
+from dialogue_ranker.training.dev_scoring import (
     calibrated_report,
     dev_logits,
     dev_report,
@@ -55,6 +54,7 @@ from dialogue_ranker.training.train import (
     run_dev_lists,
     write_calibration,
 )
+from dialogue_ranker.training.shared_prefix import SharedPrefixRanker, run_encoder
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

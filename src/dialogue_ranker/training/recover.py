@@ -28,14 +28,14 @@ import onnx
 import torch
 from onnx import numpy_helper
 
-from dialogue_ranker.training.shared_prefix import SharedPrefixRanker, run_encoder
-from dialogue_ranker.training.train import (
+from dialogue_ranker.training.dev_scoring import (
     calibrated_report,
     dev_logits,
     fit_calibration,
     run_dev_lists,
     write_calibration,
 )
+from dialogue_ranker.training.shared_prefix import SharedPrefixRanker, run_encoder
 
 #: The quantizer's zero point when a MatMulNBits node has none (symmetric, 2^(bits - 1)).
 NBITS_ZERO_POINT = {8: 128}

@@ -1,0 +1,125 @@
+"""The losses ``ranker train`` minimises, on lists scored in one forward pass.
+
+A batch's lists are padded once (:class:`ListBatch`) so a student and its teachers read the same
+sequences; :class:`ViewLogits` adds the last-turn view the service combines; the label loss is
+ListNet over the gains plus a pointwise BCE on "appropriate", mixed with distillation when there
+are teachers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from dialogue_ranker.data.ranking_data import RankingList
+from dialogue_ranker.serving import context_views
+from dialogue_ranker.serving.list_encoding import EncodedList, ListEncoder
+from dialogue_ranker.training.backbone import device
+from dialogue_ranker.training.distill import Ensemble, distillation_loss
+from dialogue_ranker.training.shared_prefix import candidate_means, to_tensors
+from dialogue_ranker.training.train_lists import encode, sample_candidates
+
+
+def list_logits(model, encoder: ListEncoder, sequences: list[list[EncodedList]]) -> torch.Tensor:
+    """(lists, widest list) candidate logits, each list's sequences in order; absent candidates 0."""
+    return ListBatch(encoder, sequences).logits(model)
+
+
+class ListBatch:
+    """Lists' sequences padded once, to be scored by one model or several (a student and its teachers)."""
+
+    def __init__(self, encoder: ListEncoder, sequences: list[list[EncodedList]]) -> None:
+        self.sequences = sequences
+        self.flat = [s for seqs in sequences for s in seqs]
+        self.feeds = to_tensors(encoder, self.flat, device())
+
+    def logits(self, model) -> torch.Tensor:
+        """(lists, widest list) candidate logits of ``model``; absent candidates 0."""
+        # fp32 from here on, whatever precision the encoder ran in: the losses' masks and softmaxes.
+        token_logits = model(**self.feeds).float()
+        per_sequence = candidate_means(
+            token_logits, self.feeds["segment_ids"], max(s.candidates for s in self.flat)
+        )
+        rows, start = [], 0
+        for seqs in self.sequences:
+            rows.append(torch.cat([per_sequence[start + i, : s.candidates] for i, s in enumerate(seqs)]))
+            start += len(seqs)
+        width = max(len(r) for r in rows)
+        return torch.stack([torch.nn.functional.pad(r, (0, width - len(r))) for r in rows])
+
+    def present(self) -> torch.Tensor:
+        """(lists, widest list): which entries of :meth:`logits`' rows are candidates."""
+        counts = torch.tensor([sum(s.candidates for s in seqs) for seqs in self.sequences])
+        return torch.arange(int(counts.max()))[None, :] < counts[:, None]
+
+
+def served_logits(model, encoder: ListEncoder, batch: list[RankingList], args, rng) -> torch.Tensor:
+    """The batch's candidate logits as the service combines them (one forward pass for every view)."""
+    views = ViewLogits(encoder, batch, args, rng, last_turn=args.last_turn_weight > 0)
+    return views.served(views.batch.logits(model), args.last_turn_weight)
+
+
+class ViewLogits:
+    """A batch's lists with every turn, then its multi-turn lists with their last turn alone.
+
+    The sequences are encoded (situations shuffled and thinned) once, so a student and its teachers
+    read the same ones.
+    """
+
+    def __init__(self, encoder: ListEncoder, batch: list[RankingList], args, rng, *, last_turn: bool) -> None:
+        sequences = [encode(encoder, x, rng, thinned=args.thinned) for x in batch]
+        views = [context_views.views(x.context, 1.0 if last_turn else 0.0) for x in batch]
+        self.size = len(batch)
+        self.multi = [row for row, v in enumerate(views) if len(v) > 1]
+        last = [encode(encoder, dataclasses.replace(batch[r], context=views[r][-1]), rng) for r in self.multi]
+        self.batch = ListBatch(encoder, sequences + last)
+
+    def served(self, logits: torch.Tensor, last_turn_weight: float) -> torch.Tensor:
+        """Each list's logits as the service combines its views (``logits``: one row per view)."""
+        full = logits[: self.size]
+        if not self.multi or last_turn_weight <= 0:
+            return full
+        combined = full.clone()
+        combined[self.multi] = context_views.mean(full[self.multi], logits[self.size :], last_turn_weight)
+        return combined
+
+
+def label_loss(logits: torch.Tensor, batch: list[RankingList], args) -> torch.Tensor:
+    """ListNet over the labels' gains plus pointwise BCE on "appropriate" (candidates padded and masked)."""
+    width = logits.shape[1]
+    present = torch.zeros(len(batch), width, dtype=torch.bool)
+    gains = torch.zeros(len(batch), width)
+    targets = torch.zeros(len(batch), width)
+    for row, x in enumerate(batch):
+        n = len(x.candidates)
+        present[row, :n] = True
+        gains[row, :n] = torch.tensor([c.gain for c in x.candidates])
+        targets[row, :n] = torch.tensor(
+            [float(c.label) if isinstance(c.label, float) else float(c.appropriate) for c in x.candidates]
+        )
+    present, gains, targets = present.to(logits.device), gains.to(logits.device), targets.to(logits.device)
+    blocked = torch.finfo(logits.dtype).min
+    target = torch.softmax((gains * args.tau).masked_fill(~present, blocked), dim=-1)
+    log_p = torch.log_softmax(logits.masked_fill(~present, blocked), dim=-1)
+    listnet = -(target * log_p).masked_fill(~present, 0.0).sum(-1).mean()
+    bce = torch.nn.functional.binary_cross_entropy_with_logits(logits[present], targets[present])
+    return listnet + args.pointwise_weight * bce
+
+
+def loss_of(
+    model, encoder: ListEncoder, batch: list[RankingList], args, rng, teachers: Ensemble | None = None
+) -> torch.Tensor:
+    """The label loss on the served logits; with ``teachers``, mixed with distillation on every view."""
+    if args.train_candidates:
+        batch = [sample_candidates(x, args.train_candidates, rng) for x in batch]
+    # Teachers are matched on the last-turn view too, whether or not the labels are.
+    views = ViewLogits(encoder, batch, args, rng, last_turn=args.last_turn_weight > 0 or teachers is not None)
+    logits = views.batch.logits(model)
+    labels = label_loss(views.served(logits, args.last_turn_weight), batch, args)
+    if teachers is None:
+        return labels
+    target = teachers.logits(views.batch.logits)
+    present = views.batch.present().to(logits.device)
+    distilled = distillation_loss(logits, target, present)
+    return (1 - args.distill_weight) * labels + args.distill_weight * distilled

@@ -1,0 +1,164 @@
+"""``ranker train``'s flags, and what they settle before training.
+
+The parser (its description is the entry module's docstring, the usage), ``--init``'s first stage
+checked against this run, and the encoding the run records for its teachers and soup members.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from dialogue_ranker.data.ranking_data import DataError
+from dialogue_ranker.training.backbone import PRECISIONS
+from dialogue_ranker.training.distill import parse_teacher
+from dialogue_ranker.training.shared_prefix import HEADS, finished_run_config
+from dialogue_ranker.training.train_lists import Source
+
+#: How a list is laid out for the encoder (see --layout).
+LAYOUTS = ("shared-prefix", "pair")
+
+
+def parse_source(text: str) -> Source:
+    """``FILE`` or ``FILE:WEIGHT``; the name is the file's stem."""
+    path, _, weight = text.rpartition(":") if ":" in text else (text, "", "")
+    try:
+        value = float(weight) if weight else 1.0
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--data takes FILE[:WEIGHT], got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"--data weight must be positive, got {text!r}")
+    return Source(Path(path).stem, Path(path or text), value)
+
+
+def list_size(text: str) -> int:
+    """``--train-candidates``: a whole number of at least 2 (a list of one ranks nothing)."""
+    if not text.isdigit() or int(text) < 2:
+        raise argparse.ArgumentTypeError(f"--train-candidates takes a number of at least 2, got {text!r}")
+    return int(text)
+
+
+def build_parser(description: str | None) -> argparse.ArgumentParser:
+    """``ranker train``'s parser; ``description`` is its ``--help`` text (the entry module's docstring)."""
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", type=parse_source, action="append", required=True, help="FILE[:WEIGHT]")
+    p.add_argument("--out", required=True, help="run directory to create")
+    p.add_argument("--backbone", default=None, help="backbone directory (default: packaged all-MiniLM-L6-v2)")
+    p.add_argument(
+        "--init",
+        default=None,
+        help="a finished run directory to continue from (a second stage; default: the fresh backbone)",
+    )
+    p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--lr", type=float, default=5e-5)
+    p.add_argument("--batch-lists", type=int, default=8, help="ranking lists per optimiser step")
+    p.add_argument("--tau", type=float, default=3.0, help="ListNet target temperature over the gains")
+    p.add_argument("--pointwise-weight", type=float, default=0.5)
+    p.add_argument(
+        "--thinned", type=float, default=0.5, help="share of lists with marked relevant situations thinned"
+    )
+    p.add_argument("--max-prefix-tokens", type=int, default=256)
+    p.add_argument("--max-candidate-tokens", type=int, default=64)
+    p.add_argument("--dev-lists", type=int, default=400, help="dev lists per file (a seeded sample)")
+    p.add_argument(
+        "--dev-seed",
+        type=int,
+        default=None,
+        help="seed of that sample (default: --seed); give runs of different --seed the same one to "
+        "compare them on the same dev lists",
+    )
+    p.add_argument("--limit", type=int, default=None, help="first N train lists per file (smoke runs)")
+    p.add_argument("--max-steps", type=int, default=None, help="stop after N steps (smoke runs)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="fp32",
+        help="training forward pass: fp32, bf16 (autocast; weights stay fp32), or auto (bf16 where the "
+        "GPU or CPU has native bf16 matrix units, e.g. AVX-512 BF16, else fp32); dev scoring is fp32",
+    )
+    p.add_argument(
+        "--head",
+        choices=HEADS,
+        default="cosine",
+        help="token-logit head: cosine (linear plus scale x cosine with the mean prefix state, so the "
+        "fresh model already ranks by the backbone's reply-to-context similarity) or linear",
+    )
+    p.add_argument(
+        "--train-candidates",
+        type=list_size,
+        default=None,
+        help="at most N candidates per training list: its appropriate ones, then negatives sampled "
+        "afresh each step (dev lists stay whole; default: every candidate)",
+    )
+    p.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default="shared-prefix",
+        help="shared-prefix: the context once, every candidate its own segment (what ships); pair: each "
+        "candidate in its own sequence with the context, full attention (a per-pair cross-encoder, for "
+        "design comparisons: ranker export ships shared-prefix runs only)",
+    )
+    p.add_argument(
+        "--teacher",
+        type=parse_teacher,
+        action="append",
+        default=[],
+        help="RUN:WEIGHT (repeatable): finished runs whose weighted logits (an output ensemble) the "
+        "ranker learns beside the labels, per view (training/distill.py)",
+    )
+    p.add_argument(
+        "--distill-weight",
+        type=float,
+        default=0.5,
+        help="with --teacher: the loss is (1 - w) x the label loss + w x the distillation loss",
+    )
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        default=None,
+        help="stop training after this many seconds (a lent machine's lease; the schedule still spans "
+        "--max-steps); the run records the steps it took",
+    )
+    p.add_argument(
+        "--stop-at",
+        type=int,
+        default=None,
+        help="end after this many steps of the --max-steps schedule (replays a run that --max-seconds "
+        "ended early)",
+    )
+    p.add_argument(
+        "--last-turn-weight",
+        type=float,
+        default=0.0,
+        help="train on the logits the service computes with the last-turn view (service/context_views.py): "
+        "a multi-turn list's full-context and last-turn logits averaged at this weight (0: one view)",
+    )
+    return p
+
+
+def encoding_of(args: argparse.Namespace, pair: bool) -> dict[str, Any]:
+    """The encoding a run records (``config.json``), which its teachers and soup members must share."""
+    return {
+        "kind": "shared-prefix" if not pair else "pair-design-run",
+        "max_prefix_tokens": args.max_prefix_tokens,
+        "max_candidate_tokens": args.max_candidate_tokens,
+    }
+
+
+def first_stage(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``--init``'s run configuration, checked against this run's arguments (None without ``--init``)."""
+    if args.init is None:
+        return None
+    if args.backbone is not None:
+        raise DataError("--init and --backbone exclude each other: a second stage keeps its first's backbone")
+    run = Path(args.init)
+    config = finished_run_config(run, "--init")
+    if config.get("head") != args.head or config.get("layout", "shared-prefix") != args.layout:
+        raise DataError(
+            f"--init {run}: trained with --head {config.get('head')} --layout {config.get('layout')}; "
+            f"this run asks for --head {args.head} --layout {args.layout}"
+        )
+    return config

@@ -1,0 +1,133 @@
+"""``ranker train``'s loop: epochs of optimiser steps, each scored on the dev lists, the best kept.
+
+The run stops at ``--max-steps`` (the schedule's length), ``--stop-at`` (a step of that schedule)
+or ``--max-seconds`` (a lent machine's lease); the epoch with the best mean dev nDCG@3 over the
+files is loaded back into the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from dialogue_ranker.data.ranking_data import RankingList
+from dialogue_ranker.serving.list_encoding import ListEncoder
+from dialogue_ranker.training.backbone import autocast, device, make_optimizer, optimizer_step
+from dialogue_ranker.training.dev_scoring import dev_logits, dev_report
+from dialogue_ranker.training.distill import Ensemble
+from dialogue_ranker.training.list_loss import loss_of
+from dialogue_ranker.training.shared_prefix import SharedPrefixRanker, score_requests
+from dialogue_ranker.training.train_lists import encode, epoch_batches
+
+
+@dataclass(frozen=True)
+class TrainingOutcome:
+    """What the loop ran: the dev scores after each epoch, the steps taken and the steps planned."""
+
+    history: list[dict[str, Any]]
+    steps: int
+    planned_steps: int
+
+
+def centre_bias(model: SharedPrefixRanker, encoder: ListEncoder, lists: list[RankingList]) -> float:
+    """Set the head's bias so that the fresh model's mean logit on ``lists`` is the base rate's.
+
+    The cosine head's logits start around scale x 0.5, not 0; the bias learns at the encoder's
+    learning rate, far too slowly to move that, and until it did the pointwise loss would push
+    every cosine down, wearing away the geometry the head is there to keep. On a second stage
+    (``--init``) it re-centres the first stage's head on the new mix's base rate. Returns the shift.
+    """
+    with torch.no_grad():
+        logits = score_requests(model, encoder, [encode(encoder, x) for x in lists], device())
+        flat = np.concatenate([np.asarray(z) for z in logits])
+        base = np.clip(np.mean([c.appropriate for x in lists for c in x.candidates]), 0.02, 0.98)
+        shift = float(np.log(base / (1 - base)) - flat.mean())
+        model.head.bias += shift
+    return shift
+
+
+def train_epochs(
+    model: SharedPrefixRanker,
+    encoder: ListEncoder,
+    args: argparse.Namespace,
+    splits: tuple[dict[str, list[RankingList]], dict[str, list[RankingList]]],
+    *,
+    teachers: Ensemble | None,
+    precision: str,
+    started: float,
+) -> TrainingOutcome:
+    """Train ``model`` on the train lists; leaves it with the weights of its best epoch on dev.
+
+    ``started`` is the run's start (``time.time()``), which ``--max-seconds`` counts from.
+    """
+    train, dev = splits
+    rng = random.Random(args.seed)
+    epochs = [epoch_batches(args, train, rng) for _ in range(args.epochs)]
+    if args.head == "cosine":
+        first = [x for batch in epochs[0][:8] for x in batch]
+        print(f"cosine head: bias shifted by {centre_bias(model, encoder, first):.3f}", flush=True)
+    total = sum(len(e) for e in epochs)
+    if args.max_steps:
+        total = min(total, args.max_steps)
+    optimizer, schedule = make_optimizer(model, lr=args.lr, total_steps=total)
+    # --stop-at ends the run early; the schedule still spans every planned step.
+    end = total if args.stop_at is None else min(total, args.stop_at)
+    history, best_state, best_score, step = [], None, -1.0, 0
+    bar = tqdm(total=total, desc="ranker", unit="step", mininterval=30)
+    out_of_time = False
+    for epoch, batches in enumerate(epochs, start=1):
+        model.train()
+        for batch in batches:
+            if step >= end:
+                break
+            if out_of_seconds(args, started, step, total):
+                out_of_time = True
+                break
+            with autocast(precision):
+                loss = loss_of(model, encoder, batch, args, rng, teachers)
+            optimizer_step(model, optimizer, schedule, loss)
+            step += 1
+            bar.update(1)
+            bar.set_postfix(epoch=epoch, loss=f"{loss.item():.3f}", refresh=False)
+        history.append(dev_entry(model, encoder, dev, epoch=epoch, step=step))
+        if history[-1]["mean_ndcg_at_3"] > best_score:
+            best_score = history[-1]["mean_ndcg_at_3"]
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        if step >= end or out_of_time:
+            break
+    bar.close()
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    return TrainingOutcome(history, step, total)
+
+
+def out_of_seconds(args: argparse.Namespace, started: float, step: int, total: int) -> bool:
+    """Whether ``--max-seconds`` has run out (and say so, with the steps taken)."""
+    if args.max_seconds is None or time.time() - started <= args.max_seconds:
+        return False
+    tqdm.write(f"--max-seconds {args.max_seconds:g}: stopping after {step} of {total} steps")
+    return True
+
+
+def dev_entry(
+    model: SharedPrefixRanker,
+    encoder: ListEncoder,
+    dev: dict[str, list[RankingList]],
+    *,
+    epoch: int,
+    step: int,
+) -> dict[str, Any]:
+    """The dev metrics after an epoch: per file, and the mean nDCG@3 the best epoch is chosen by."""
+    report = dev_report(dev, dev_logits(model, encoder, dev))
+    score = float(np.mean([r["ndcg_at_3"] for r in report.values()]))
+    entry = {"epoch": epoch, "step": step, "dev": report, "mean_ndcg_at_3": score}
+    tqdm.write(f"dev after epoch {epoch}: {json.dumps(entry)}")
+    return entry
