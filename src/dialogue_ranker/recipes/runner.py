@@ -29,6 +29,7 @@ built.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import shlex
@@ -432,10 +433,13 @@ class Runner:
             )
             assert proc.stdout is not None
             try:
-                for chunk in iter(proc.stdout.readline, b""):
+                # What has arrived, not line by line: progress bars redraw a line with \r only.
+                decoder = codecs.getincrementaldecoder("utf-8")("replace")
+                fd = proc.stdout.fileno()
+                for chunk in iter(lambda: os.read(fd, 65536), b""):
                     log.write(chunk)
                     log.flush()
-                    self.stdout.write(chunk.decode("utf-8", "replace"))
+                    self.stdout.write(decoder.decode(chunk))
                     self.stdout.flush()
                 code = proc.wait()
             except BaseException:
