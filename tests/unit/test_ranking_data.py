@@ -10,6 +10,9 @@ import pytest
 from dialogue_ranker.data.ranking_data import Candidate, DataError, RankingList, read_lists, write_lists
 from dialogue_ranker.serving.tokenization import Turn
 from dialogue_ranker.training import convert
+from dialogue_ranker.training.converters import negatives
+from dialogue_ranker.training.converters.negatives import content_words
+from dialogue_ranker.training.converters.topical_chat import SHORT_WORDS, TOPICAL_CHAT_SPLITS
 
 GOOD = {
     "context": [{"speaker": "user", "text": "It is so hot in here."}],
@@ -130,7 +133,7 @@ def topical_chat_fixture(root: Path) -> Path:
     }
     football = reading("Football", "shortened_wiki_lead_section", 1)
     sets = {"c1": football, "c2": football, "c3": reading("Jazz", "summarized_wiki_lead_section", 2)}
-    for split in convert.TOPICAL_CHAT_SPLITS:
+    for split in TOPICAL_CHAT_SPLITS:
         mine = dict(convs) if split == "valid_freq" else {}
         (root / "conversations" / f"{split}.json").write_text(json.dumps(mine))
         (root / "reading_sets" / f"{split}.json").write_text(json.dumps({k: sets[k] for k in mine}))
@@ -220,7 +223,7 @@ def test_short_negatives_are_short_turns_of_other_conversations(tmp_path: Path) 
     for x in lists:
         assert sorted(c.generator or "" for c in x.candidates) == ["human", "random", "short", "short"], x
         short = [c.text for c in x.candidates if c.generator == "short"]
-        assert all(len(t.split()) <= convert.SHORT_WORDS for t in short)
+        assert all(len(t.split()) <= SHORT_WORDS for t in short)
         conversation = x.group.removeprefix("topical-chat-")
         own = {"c1": "football", "c2": "soccer", "c3": "jazz"}.get(conversation, conversation)
         assert not any(t.startswith((own, "jazz")) for t in short), x  # another conversation's, never long
@@ -230,7 +233,7 @@ def test_shared_word_negatives_reuse_a_word_of_the_context_from_another_topic(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Three conversations are too few for the "rare word" cut: every word counts as rare here.
-    monkeypatch.setattr(convert, "CONTENT_WORD_MAX_SHARE", 1.0)
+    monkeypatch.setattr(negatives, "CONTENT_WORD_MAX_SHARE", 1.0)
     source = topical_chat_fixture(tmp_path / "tc")
     path = source / "conversations" / "valid_freq.json"
     convs = json.loads(path.read_text())
@@ -258,8 +261,8 @@ def test_shared_word_negatives_reuse_a_word_of_the_context_from_another_topic(
         # from them; always one sentence, with a word of the last two turns.
         other_topic = "concert" if x.group in ("topical-chat-c1", "topical-chat-c2") else "game day"
         assert all(other_topic in t and " turn " not in t for t in drawn), x
-        recent = convert.content_words(" ".join(turn.text for turn in x.context[-2:]))
-        assert all(convert.content_words(t) & recent for t in drawn), x
+        recent = content_words(" ".join(turn.text for turn in x.context[-2:]))
+        assert all(content_words(t) & recent for t in drawn), x
     again = tmp_path / "again.jsonl"
     convert.main(["topical-chat", str(source), str(again), "--negatives", mix])
     assert again.read_text() == out.read_text()

@@ -39,132 +39,19 @@
 from __future__ import annotations
 
 import argparse
-import json
-import random
-import re
 import sys
-from collections import defaultdict
-from collections.abc import Iterator
-from itertools import zip_longest
 from pathlib import Path
 
-import numpy as np
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
+from dialogue_ranker.data.ranking_data import write_lists
+from dialogue_ranker.training.converters.dailydialog_pp import convert_dailydialog_pp
+from dialogue_ranker.training.converters.sugar import SUGAR_NEGATIVE_KINDS, convert_sugar
+from dialogue_ranker.training.converters.topical_chat import NEGATIVE_KINDS, NEGATIVES, convert_topical_chat
 
-from dialogue_ranker.data.ranking_data import Candidate, RankingList, write_lists
-from dialogue_ranker.serving.tokenization import Turn
-
-TOPICAL_CHAT_SPLITS = ("valid_freq", "valid_rare", "test_freq", "test_rare")
-#: Topical-Chat negatives per list, by kind: 9 in all, so a list is "1 of 10". The evaluation
-#: lists use this mix; ``--negatives`` writes other mixes (e.g. for training) from the same turns.
-NEGATIVES = {"context": 2, "nearby": 3, "same-entity": 2, "random": 2}
-NEGATIVE_KINDS = (
-    "echo",
-    "context",
-    "nearby",
-    "same-entity",
-    "overlap",
-    "shared-word",
-    "fact",
-    "short",
-    "random",
-)
-#: Wrong replies ``--negatives`` can add to SUGAR lists (none by default).
-SUGAR_NEGATIVE_KINDS = ("statement", "other-reply")
-#: ``overlap`` negatives are drawn from this many nearest turns of other conversations.
-OVERLAP_POOL = 10
-#: A ``short`` negative has at most this many words.
-SHORT_WORDS = 10
-#: A ``shared-word`` negative is a sentence of this many words (fewer is often a generic reply that
-#: fits anything; more is a second topic).
-SHARED_WORD_SENTENCE = (5, 30)
-#: Content words (``shared-word``): at least this many letters, not a stop word, and in at most
-#: this share of the sentences (common words such as "really" say nothing about a topic).
-CONTENT_WORD_LETTERS = 4
-CONTENT_WORD_MAX_SHARE = 0.002
-#: Sentences drawn a word before those of conversations about the same entities are dropped.
-SHARED_WORD_DRAWS = 32
-_WORD = re.compile(r"[a-z]+")
-#: Context turns kept before the next turn (older ones add length, not signal).
-MAX_CONTEXT_TURNS = 6
-#: Wiki lead sentences given as situations, when a list gets them.
-MAX_SITUATIONS = 4
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'])")
-
-
-def convert_sugar(
-    path: Path, *, seed: int = 0, negatives: dict[str, int] | None = None
-) -> Iterator[RankingList]:
-    """SUGAR examples as ranking lists, with ``negatives`` (see the module doc) added when asked."""
-    from dialogue_ranker.data.sugar import load_sugar
-
-    mix = negatives or {}
-    examples = list(load_sugar(path))
-    best_replies = [
-        (x.index, x.candidates[x.labels.index(max(x.labels))]) for x in examples if max(x.labels) == 2
-    ]
-    rng = random.Random(seed)
-    for example in examples:
-        candidates = [
-            Candidate(t, label) for t, label in zip(example.candidates, example.labels, strict=True)
-        ]
-        seen = {c.text.lower() for c in candidates}
-        added: list[Candidate] = []
-        relevant = set(example.gold)
-        distractors = [s for i, s in enumerate(example.statements) if i not in relevant]
-        _take(rng, distractors, mix.get("statement", 0), "statement", seen, added)
-        others = [text for index, text in best_replies if index != example.index]
-        # A few more than asked for: another request's best reply can repeat one of this list's.
-        _take(
-            rng,
-            rng.sample(others, min(len(others), 4 * mix.get("other-reply", 0))),
-            mix.get("other-reply", 0),
-            "other-reply",
-            seen,
-            added,
-        )
-        yield RankingList(
-            context=tuple(example.turns),
-            situations=example.statements,
-            relevant_situations=example.gold,
-            candidates=(*candidates, *added),
-            group=f"sugar-{example.index}",
-        )
-
-
-def convert_dailydialog_pp(path: Path) -> Iterator[RankingList]:
-    """DailyDialog++ contexts as ranking lists (evaluation only: non-commercial licence)."""
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        turns = [str(t) for t in row["context"]]
-        # The responder speaks next: the last context turn is its partner's.
-        speakers = ["user" if (len(turns) - i) % 2 == 1 else "bot" for i in range(len(turns))]
-        candidates = [
-            *(Candidate(t, 1, "human") for t in row["positive_responses"]),
-            *(Candidate(t, 0, "adversarial") for t in row["adversarial_negative_responses"]),
-            *(Candidate(t, 0, "random") for t in row["random_negative_responses"]),
-        ]
-        yield RankingList(
-            context=tuple(Turn(s, t) for s, t in zip(speakers, turns, strict=True)),
-            candidates=tuple(c for c in candidates if c.text.strip()),
-            group=f"ddpp-{row.get('id', number)}",
-        )
-
-
-def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
-
-
-def _take(
-    rng: random.Random, pool: list[str], n: int, kind: str, seen: set[str], out: list[Candidate]
-) -> None:
-    """Add up to ``n`` negatives of ``kind`` drawn from ``pool``, none seen before in the list."""
-    options = [p for p in dict.fromkeys(s.strip() for s in pool) if p and p.lower() not in seen]
-    for text in rng.sample(options, min(n, len(options))):
-        seen.add(text.lower())
-        out.append(Candidate(text, 0, kind))
+CONVERTERS = {
+    "sugar": convert_sugar,
+    "topical-chat": convert_topical_chat,
+    "dailydialog-pp": convert_dailydialog_pp,
+}
 
 
 def parse_negatives(text: str, kinds: tuple[str, ...] = NEGATIVE_KINDS) -> dict[str, int]:
@@ -182,222 +69,8 @@ def parse_negatives(text: str, kinds: tuple[str, ...] = NEGATIVE_KINDS) -> dict[
     return mix
 
 
-def overlap_neighbours(
-    queries: list[str], docs: list[str], doc_group: np.ndarray, query_group: np.ndarray, k: int
-) -> np.ndarray:
-    """For each query, the ``k`` docs of other groups nearest in TF-IDF cosine (row-wise indices).
-
-    scikit-learn's vectorizer does the weighting; the search is a chunked sparse product, since
-    its nearest-neighbour classes cannot exclude a query's own conversation.
-    """
-    vectorizer = TfidfVectorizer(stop_words="english", sublinear_tf=True, dtype=np.float32)
-    doc_matrix = vectorizer.fit_transform(docs)
-    query_matrix = vectorizer.transform(queries)
-    k = min(k, len(docs))
-    out = np.zeros((len(queries), k), dtype=np.int64)
-    for start in range(0, len(queries), 512):
-        rows = slice(start, start + 512)
-        scores = (query_matrix[rows] @ doc_matrix.T).toarray()
-        scores[query_group[rows, None] == doc_group[None, :]] = -1.0
-        top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        order = np.argsort(-np.take_along_axis(scores, top, axis=1), axis=1, kind="stable")
-        out[rows] = np.take_along_axis(top, order, axis=1)
-    return out
-
-
-def content_words(text: str) -> set[str]:
-    """The words of ``text`` that can name a topic (lower case, long enough, not stop words)."""
-    return {
-        w
-        for w in _WORD.findall(text.lower())
-        if len(w) >= CONTENT_WORD_LETTERS and w not in ENGLISH_STOP_WORDS
-    }
-
-
-class SharedWordIndex:
-    """Sentences of every conversation's turns by the content words they use (``shared-word``)."""
-
-    def __init__(self, conversations: dict[str, list[dict]], entities: dict[str, set[str]]) -> None:
-        self.entities = entities
-        self.sentences: list[tuple[str, str]] = []
-        by_word: dict[str, list[int]] = defaultdict(list)
-        low, high = SHARED_WORD_SENTENCE
-        for conv_id, turns in conversations.items():
-            for turn in turns:
-                for sentence in _sentences(turn["message"]):
-                    if low <= len(sentence.split()) <= high:
-                        for word in sorted(content_words(sentence)):
-                            by_word[word].append(len(self.sentences))
-                        self.sentences.append((conv_id, sentence))
-        cap = max(2, int(CONTENT_WORD_MAX_SHARE * len(self.sentences)))
-        self.by_word = {w: ids for w, ids in by_word.items() if 2 <= len(ids) <= cap}
-
-    def draw(self, rng: random.Random, conv_id: str, text: str, n: int) -> list[str]:
-        """Up to ``n`` sentences that use a content word of ``text``.
-
-        Each from a conversation sharing no entity with ``conv_id``'s: one a word first (words in a
-        seeded order), then more.
-        """
-        mine = self.entities.get(conv_id, set())
-        words = sorted(w for w in content_words(text) if w in self.by_word)
-        rng.shuffle(words)
-        per_word: list[list[str]] = []
-        for word in words[: 2 * n]:
-            ids = self.by_word[word]
-            per_word.append(
-                [
-                    self.sentences[i][1]
-                    for i in rng.sample(ids, min(SHARED_WORD_DRAWS, len(ids)))
-                    if self.sentences[i][0] != conv_id
-                    and not (self.entities.get(self.sentences[i][0], set()) & mine)
-                ]
-            )
-        found = [s for rank in zip_longest(*per_word) for s in rank if s is not None]
-        return found[:n]
-
-
-def convert_topical_chat(
-    directory: Path, *, seed: int = 0, negatives: dict[str, int] | None = None
-) -> Iterator[RankingList]:
-    """Topical-Chat turns as ranking lists with mined negatives (see the module doc)."""
-    mix = dict(NEGATIVES if negatives is None else negatives)
-    rng = random.Random(seed)
-    wiki = json.loads((directory / "wiki.json").read_text(encoding="utf-8"))
-    wiki_text = {kind: {int(i): text for text, i in table.items()} for kind, table in wiki.items()}
-    conversations: dict[str, list[dict]] = {}
-    entities: dict[str, dict[str, set[str]]] = {}
-    leads: dict[str, dict[str, list[str]]] = {}
-    for split in TOPICAL_CHAT_SPLITS:
-        convs = json.loads((directory / "conversations" / f"{split}.json").read_text(encoding="utf-8"))
-        reading = json.loads((directory / "reading_sets" / f"{split}.json").read_text(encoding="utf-8"))
-        for conv_id, conv in convs.items():
-            turns = [t for t in conv["content"] if str(t.get("message", "")).strip()]
-            if len(turns) < 2:
-                continue
-            conversations[conv_id] = turns
-            entities[conv_id], leads[conv_id] = {}, {}
-            for agent in ("agent_1", "agent_2"):
-                known, sentences = set(), []
-                for section in reading.get(conv_id, {}).get(agent, {}).values():
-                    if not isinstance(section, dict) or "entity" not in section:
-                        continue
-                    known.add(str(section["entity"]).lower())
-                    for kind in ("shortened_wiki_lead_section", "summarized_wiki_lead_section"):
-                        if kind in section and int(section[kind]) in wiki_text.get(kind, {}):
-                            sentences.extend(_sentences(wiki_text[kind][int(section[kind])])[:2])
-                entities[conv_id][agent], leads[conv_id][agent] = known, sentences
-    by_entity: dict[str, list[str]] = defaultdict(list)
-    for conv_id, per_agent in entities.items():
-        for entity in sorted(set().union(*per_agent.values())):
-            by_entity[entity].append(conv_id)
-    conv_ids = list(conversations)
-    nearest: dict[tuple[str, int], list[str]] = {}
-    if mix.get("overlap"):
-        # Every (conversation, turn) a list is built from.
-        slots = [(c, t) for c in conv_ids for t in range(1, len(conversations[c]))]
-        docs = [(c, m["message"].strip()) for c in conv_ids for m in conversations[c]]
-        conv_index = {c: i for i, c in enumerate(conv_ids)}
-        hits = overlap_neighbours(
-            [" ".join(m["message"] for m in conversations[c][max(0, t - 2) : t]) for c, t in slots],
-            [text for _, text in docs],
-            np.array([conv_index[c] for c, _ in docs]),
-            np.array([conv_index[c] for c, _ in slots]),
-            OVERLAP_POOL,
-        )
-        nearest = {slot: [docs[j][1] for j in row] for slot, row in zip(slots, hits, strict=True)}
-
-    shared_words = (
-        SharedWordIndex(conversations, {c: set().union(*e.values()) for c, e in entities.items()})
-        if mix.get("shared-word")
-        else None
-    )
-    short_turns = (
-        [
-            (c, m["message"].strip())
-            for c in conv_ids
-            for m in conversations[c]
-            if len(m["message"].split()) <= SHORT_WORDS
-        ]
-        if mix.get("short")
-        else []
-    )
-
-    for conv_id in conv_ids:
-        turns = conversations[conv_id]
-        for t in range(1, len(turns)):
-            responder = turns[t]["agent"]
-            true_text = turns[t]["message"].strip()
-            context = turns[max(0, t - MAX_CONTEXT_TURNS) : t]
-            seen = {true_text.lower()}
-
-            negatives: list[Candidate] = []
-            # Kinds the mix leaves out draw nothing from the seeded generator, so the default
-            # lists stay the same whichever kinds exist.
-            if mix.get("echo"):
-                partner = [x["message"] for x in context if x["agent"] != responder][-1:]
-                _take(rng, partner, mix["echo"], "echo", seen, negatives)
-            if mix.get("context"):
-                _take(rng, [x["message"] for x in context], mix["context"], "context", seen, negatives)
-            if mix.get("nearby"):
-                near = [
-                    turns[i]["message"]
-                    for i in range(max(0, t - 6), min(len(turns), t + 6))
-                    if abs(i - t) >= 2
-                ]
-                _take(rng, near, mix["nearby"], "nearby", seen, negatives)
-            if mix.get("same-entity"):
-                # Sorted: set order changes with the hash seed, and the lists must not.
-                mine = sorted(entities[conv_id].get(responder, set()))
-                others = sorted({c for e in mine for c in by_entity.get(e, ()) if c != conv_id})
-                same = [
-                    m["message"] for c in rng.sample(others, min(4, len(others))) for m in conversations[c]
-                ]
-                _take(rng, same, mix["same-entity"], "same-entity", seen, negatives)
-            if mix.get("overlap"):
-                _take(rng, nearest[(conv_id, t)], mix["overlap"], "overlap", seen, negatives)
-            if shared_words is not None:
-                recent = " ".join(x["message"] for x in context[-2:])
-                drawn_sentences = shared_words.draw(rng, conv_id, recent, 2 * mix["shared-word"])
-                _take(rng, drawn_sentences, mix["shared-word"], "shared-word", seen, negatives)
-            if mix.get("fact"):
-                facts = [s for agent in sorted(leads[conv_id]) for s in leads[conv_id][agent]]
-                _take(rng, facts, mix["fact"], "fact", seen, negatives)
-            if mix.get("short") and short_turns:
-                # A few more than asked for: a drawn turn may be this conversation's or already in
-                # the list (the top-up below fills any shortfall with random turns).
-                drawn = (rng.choice(short_turns) for _ in range(4 * mix["short"]))
-                _take(
-                    rng, [text for c, text in drawn if c != conv_id], mix["short"], "short", seen, negatives
-                )
-            while len(negatives) < sum(mix.values()):  # top up (and the random ones) from anywhere
-                other = conversations[rng.choice(conv_ids)]
-                before = len(negatives)
-                _take(rng, [rng.choice(other)["message"]], 1, "random", seen, negatives)
-                if len(negatives) == before and len(conv_ids) < 2:
-                    break
-            situations: tuple[str, ...] = ()
-            if rng.random() < 0.5:
-                situations = tuple(leads[conv_id].get(responder, [])[:MAX_SITUATIONS])
-            candidates = [Candidate(true_text, 1, "human"), *negatives]
-            rng.shuffle(candidates)
-            yield RankingList(
-                context=tuple(
-                    Turn("bot" if x["agent"] == responder else "user", x["message"].strip()) for x in context
-                ),
-                situations=situations,
-                candidates=tuple(candidates),
-                group=f"topical-chat-{conv_id}",
-            )
-
-
-CONVERTERS = {
-    "sugar": convert_sugar,
-    "topical-chat": convert_topical_chat,
-    "dailydialog-pp": convert_dailydialog_pp,
-}
-
-
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """``ranker convert``'s parser (this module's docstring is its help)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -418,6 +91,12 @@ def main(argv: list[str] | None = None) -> int:
         + ", ".join(SUGAR_NEGATIVE_KINDS)
         + " (default: none)",
     )
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The arguments, ``--negatives`` parsed into a mix of the dataset's kinds; exits 2 on a bad one."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.negatives is not None:
         kinds = {"topical-chat": NEGATIVE_KINDS, "sugar": SUGAR_NEGATIVE_KINDS}.get(args.dataset)
@@ -429,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(str(e))
     if not args.source.exists():
         parser.error(f"{args.source} does not exist")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     try:
         extra = {"negatives": args.negatives} if args.negatives is not None else {}
