@@ -17,7 +17,19 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import launch_service, stop_process, wait_ready, write_fake_bundle
+from helpers import (
+    SHIPPED_MODEL,
+    launch_service,
+    serve_in_process,
+    stop_process,
+    wait_ready,
+    write_fake_bundle,
+)
+
+from dialogue_ranker.serving.app import create_app
+from dialogue_ranker.serving.backends.fake import poison_ids
+from dialogue_ranker.serving.settings import Settings
+from dialogue_ranker.serving.tokenization import load_tokenizer, token_ids
 
 pytestmark = pytest.mark.integration
 
@@ -324,3 +336,36 @@ def test_an_unreadable_key_file_stops_the_service_with_a_clear_message(tmp_path:
     )
     output = process.communicate(timeout=60)[0].decode()
     assert process.returncode == 1 and "no key in the file" in output and "Traceback" not in output
+
+
+def test_an_alias_of_no_served_model_stops_the_service_with_a_clear_message(tmp_path: Path) -> None:
+    bundle = write_fake_bundle(tmp_path / "bundle")
+    process, _ = launch_service(
+        ["--backend", "fake", "--model", str(bundle), "--model-alias", "rerank-v3.5=dialogue-minilm-l6"],
+        cwd=tmp_path,
+    )
+    output = process.communicate(timeout=60)[0].decode()
+    expected = "--model-alias rerank-v3.5=dialogue-minilm-l6: no served model is called 'dialogue-minilm-l6'"
+    assert process.returncode == 1 and expected in output and "Traceback" not in output
+
+
+async def test_poison_text_fails_its_request_with_the_shipped_bundle_s_tokenizer() -> None:
+    """The shipped tokenizer.json pads every encoding to 128: the needle must be the text's own ids."""
+    tokenizer = SHIPPED_MODEL / "tokenizer.json"
+    needle = poison_ids("POISON", tokenizer)
+    assert needle == token_ids(load_tokenizer(tokenizer), ["POISON"])[0] and 0 not in needle
+    settings = Settings(
+        backend="fake",
+        model=SHIPPED_MODEL,
+        fake={"fail_on_text": "POISON"},
+        ranking={"logit_cache_entries": 0},
+    )
+    async with serve_in_process(create_app(settings)) as client:
+        poisoned = await client.post(
+            "/rank", json={"context": "could you help me?", "candidates": ["sure", "POISON in the tea"]}
+        )
+        clean = await client.post("/rank", json={"context": "could you help me?", "candidates": ["sure"]})
+        rerank = await client.post("/v2/rerank", json={"query": "help?", "documents": ["a POISON pill"]})
+    assert poisoned.status_code == 502 and poisoned.json()["error"]["type"] == "backend_error"
+    assert rerank.status_code == 502 and rerank.json()["error"]["type"] == "backend_error"
+    assert clean.status_code == 200, clean.text

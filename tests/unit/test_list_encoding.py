@@ -32,6 +32,15 @@ def test_prefix_once_then_each_candidate_restarts_its_positions(encoder):
         assert seq.input_ids[where[-1]] == encoder.sep_id
 
 
+def test_each_candidate_reads_the_prefix_and_its_own_segment(encoder):
+    """What a candidate's logit reads (rerank ``usage``): the same whichever sequence holds it."""
+    (seq,) = encoder.encode_request(TURNS, [], ["sure", "no thanks"])
+    prefix = seq.segment_ids.count(0)
+    assert seq.output_tokens() == [prefix + 2, prefix + 3]  # sure [SEP], no thanks [SEP]
+    alone = [encoder.encode_request(TURNS, [], [text])[0].output_tokens() for text in ("sure", "no thanks")]
+    assert alone == [[prefix + 2], [prefix + 3]]
+
+
 def test_prefix_budget_keeps_latest_turn_then_statements_then_older_turns(encoder):
     (seq,) = encoder.encode_request(TURNS, ["the machine is sorry", "tea is now"], ["sure"])
     assert seq.segment_ids.count(0) <= 16

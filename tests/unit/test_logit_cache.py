@@ -11,7 +11,7 @@ from helpers import serve_in_process, write_fake_bundle
 from test_ranking import COFFEE_THEN_TEA, app_with, word_scores
 
 from dialogue_ranker.serving.app import create_app
-from dialogue_ranker.serving.logit_cache import LogitCache
+from dialogue_ranker.serving.logit_cache import Kept, LogitCache
 from dialogue_ranker.serving.settings import Settings
 from dialogue_ranker.serving.tokenization import Turn
 
@@ -20,16 +20,17 @@ USER_TEA = [Turn("user", "tea please")]
 
 def test_the_least_recently_used_entry_goes_first() -> None:
     cache = LogitCache(2)
-    cache.put(b"a", 1.0)
-    cache.put(b"b", 2.0)
-    assert cache.get(b"a") == 1.0  # now b is the least recently used
-    cache.put(b"c", 3.0)
-    assert (cache.get(b"a"), cache.get(b"b"), cache.get(b"c"), len(cache)) == (1.0, None, 3.0, 2)
+    a, b, c = Kept(1.0, 10), Kept(2.0, 20), Kept(3.0, 30)
+    cache.put(b"a", a)
+    cache.put(b"b", b)
+    assert cache.get(b"a") == a  # now b is the least recently used
+    cache.put(b"c", c)
+    assert (cache.get(b"a"), cache.get(b"b"), cache.get(b"c"), len(cache)) == (a, None, c, 2)
 
 
 def test_a_cache_of_no_entries_keeps_nothing_and_a_negative_size_is_refused() -> None:
     cache = LogitCache(0)
-    cache.put(b"a", 1.0)
+    cache.put(b"a", Kept(1.0, 10))
     assert cache.get(b"a") is None and len(cache) == 0
     with pytest.raises(ValueError, match="max_entries -1"):
         LogitCache(-1)

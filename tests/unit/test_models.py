@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 
 from dialogue_ranker.serving.app import create_app
 from dialogue_ranker.serving.model_bundle import BundleError
+from dialogue_ranker.serving.runtime import AliasError
 from dialogue_ranker.serving.settings import Settings
 
 BODY = {"context": "could you make some coffee", "candidates": ["sure", "no", "i will make tea"]}
@@ -93,3 +95,57 @@ async def test_two_models_under_one_name_fail_at_start(tmp_path: Path) -> None:
 def test_the_triton_backend_takes_one_model(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="triton backend serves one model"):
         Settings(backend="triton", model=["a=/x", "b=/y"])
+
+
+async def test_an_alias_is_listed_and_accepted_by_every_route(tmp_path: Path) -> None:
+    first, second = two_bundles(tmp_path)
+    settings = Settings(
+        backend="fake",
+        model=[str(first), str(second)],
+        model_alias=["rerank-v3.5=tiny-fake-b", "ranker=tiny-fake"],
+    )
+    rerank = {"model": "rerank-v3.5", "query": BODY["context"], "documents": BODY["candidates"]}
+    async with serve_in_process(create_app(settings)) as client:
+        listing = (await client.get("/v1/models")).json()["data"]
+        by_name = (await client.post("/rank", json={**BODY, "model": "tiny-fake-b"})).json()
+        by_alias = (await client.post("/rank", json={**BODY, "model": "rerank-v3.5"})).json()
+        v2 = (await client.post("/v2/rerank", json=rerank)).json()
+        v1 = (await client.post("/v1/rerank", json=rerank)).json()
+        unknown = await client.post("/v2/rerank", json={**rerank, "model": "rerank-english-v3.0"})
+    assert [(m["id"], m["alias_of"], m["default"]) for m in listing] == [
+        ("tiny-fake", None, True),
+        ("tiny-fake-b", None, False),
+        ("rerank-v3.5", "tiny-fake-b", False),
+        ("ranker", "tiny-fake", False),
+    ]
+    assert {k: v for k, v in listing[2].items() if k not in ("id", "alias_of")} == {
+        k: v for k, v in listing[1].items() if k not in ("id", "alias_of", "default")
+    } | {"default": False}
+    assert by_alias == by_name and by_alias["model"] == "tiny-fake-b@2"
+    assert v2["model"] == v1["model"] == "tiny-fake-b@2"
+    assert unknown.status_code == 422
+    message = unknown.json()["error"]["message"]
+    assert message.startswith("model: unknown model 'rerank-english-v3.0'") and "'rerank-v3.5'" in message
+
+
+@pytest.mark.parametrize(
+    ("alias", "message"),
+    [
+        (
+            "rerank-v3.5=tiny-fake-c",
+            "--model-alias rerank-v3.5=tiny-fake-c: no served model is called 'tiny-fake-c'",
+        ),
+        (
+            "tiny-fake=tiny-fake-b",
+            "--model-alias tiny-fake=tiny-fake-b: 'tiny-fake' is already a served model's name",
+        ),
+    ],
+)
+async def test_an_alias_of_no_served_model_fails_at_start_naming_the_setting(
+    tmp_path: Path, alias: str, message: str
+) -> None:
+    first, second = two_bundles(tmp_path)
+    app = create_app(Settings(backend="fake", model=[str(first), str(second)], model_alias=[alias]))
+    with pytest.raises(AliasError, match=re.escape(message)):
+        async with serve_in_process(app):
+            pass

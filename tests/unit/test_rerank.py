@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import serve_in_process
+from helpers import serve_in_process, write_fake_bundle
+from test_logit_cache import prior_bundle
 
 from dialogue_ranker.serving.app import create_app
 from dialogue_ranker.serving.settings import Settings
@@ -52,12 +53,12 @@ async def test_top_n_object_documents_and_context_extras(fake_bundle: Path) -> N
     assert len(body["results"]) == 2
 
 
-async def test_v1_rerank_echoes_documents_and_counts_tokens(fake_bundle: Path) -> None:
+async def test_v1_rerank_gives_documents_only_when_asked_and_counts_tokens(fake_bundle: Path) -> None:
     async with serve_in_process(app_for(fake_bundle)) as client:
-        full = (await client.post("/v1/rerank", json={"query": QUERY, "documents": DOCUMENTS})).json()
-        bare = (
+        bare = (await client.post("/v1/rerank", json={"query": QUERY, "documents": DOCUMENTS})).json()
+        full = (
             await client.post(
-                "/v1/rerank", json={"query": QUERY, "documents": DOCUMENTS, "return_documents": False}
+                "/v1/rerank", json={"query": QUERY, "documents": DOCUMENTS, "return_documents": True}
             )
         ).json()
         cut = (
@@ -69,6 +70,47 @@ async def test_v1_rerank_echoes_documents_and_counts_tokens(fake_bundle: Path) -
     assert all("document" not in r for r in bare["results"])
     assert full["usage"]["total_tokens"] > cut["usage"]["total_tokens"] > 0
     assert full["model"] == "tiny-fake@1"
+
+
+async def test_v2_rerank_takes_return_documents_as_litellm_sends_it(fake_bundle: Path) -> None:
+    request = {"model": "tiny-fake", "query": QUERY, "documents": DOCUMENTS, "top_n": 2}
+    async with serve_in_process(app_for(fake_bundle)) as client:
+        asked = await client.post("/v2/rerank", json={**request, "return_documents": True})
+        plain = (await client.post("/v2/rerank", json=request)).json()
+    assert asked.status_code == 200, asked.text
+    results = asked.json()["results"]
+    assert [r["document"]["text"] for r in results] == [DOCUMENTS[r["index"]] for r in results]
+    assert [r["index"] for r in results] == [r["index"] for r in plain["results"]]
+    assert all("document" not in r for r in plain["results"])
+
+
+async def test_a_repeated_request_reports_the_same_total_tokens(fake_bundle: Path) -> None:
+    """``total_tokens`` counts the request's input whether or not the logit cache answered it;
+    ``computed_tokens`` what the backend ran (one-turn requests, per-pair bundle: the same pairs)."""
+    request = {"query": QUERY, "documents": DOCUMENTS}
+    async with serve_in_process(app_for(fake_bundle)) as client:
+        first = (await client.post("/v1/rerank", json=request)).json()["usage"]
+        again = (await client.post("/v1/rerank", json=request)).json()["usage"]
+        some = (await client.post("/v1/rerank", json={**request, "documents": [*DOCUMENTS, "yes"]})).json()
+    assert first["total_tokens"] == first["computed_tokens"] > 0
+    assert again == {"total_tokens": first["total_tokens"], "computed_tokens": 0}
+    new_pair = some["usage"]["computed_tokens"]
+    assert 0 < new_pair < first["total_tokens"]
+    assert some["usage"]["total_tokens"] == first["total_tokens"] + new_pair
+
+
+async def test_total_tokens_count_the_full_context_pairs_of_a_multi_turn_request(tmp_path: Path) -> None:
+    """Its last-turn and prior views are work, not input: in computed_tokens only."""
+    bundle = prior_bundle(tmp_path / "b")
+    request = {"query": QUERY, "documents": DOCUMENTS[:2], "context": [{"speaker": "agent", "text": "hello"}]}
+    async with serve_in_process(app_for(bundle)) as client:
+        first = (await client.post("/v1/rerank", json=request)).json()["usage"]
+        again = (await client.post("/v1/rerank", json=request)).json()["usage"]
+    async with serve_in_process(app_for(write_fake_bundle(tmp_path / "one"))) as client:
+        one_view = (await client.post("/v1/rerank", json=request)).json()["usage"]
+    assert first["total_tokens"] == one_view["total_tokens"] == one_view["computed_tokens"]
+    assert first["computed_tokens"] > first["total_tokens"]
+    assert again == {"total_tokens": first["total_tokens"], "computed_tokens": 0}
 
 
 async def test_rerank_masks_documents_by_action_for_an_intent(fake_bundle: Path) -> None:

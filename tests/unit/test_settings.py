@@ -55,3 +55,29 @@ def test_a_negative_logit_cache_size_is_refused_by_name(monkeypatch: pytest.Monk
     monkeypatch.setenv("RANKER_RANKING__LOGIT_CACHE_ENTRIES", "-1")
     with pytest.raises(ValidationError, match="ranking.logit_cache_entries"):
         Settings()
+
+
+def test_model_aliases_come_from_repeated_flags_or_one_comma_separated_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    flags = ["--model-alias", "rerank-v3.5=dialogue-minilm-l6", "--model-alias", "ranker=control"]
+    from_flags = CliApp.run(Settings, cli_args=flags)
+    monkeypatch.setenv("RANKER_MODEL_ALIAS", "rerank-v3.5=dialogue-minilm-l6, ranker=control")
+    from_env = Settings()
+    expected = {"rerank-v3.5": "dialogue-minilm-l6", "ranker": "control"}
+    assert from_flags.model_aliases() == from_env.model_aliases() == expected
+    assert Settings(model_alias=[]).model_aliases() == {}
+
+
+@pytest.mark.parametrize(
+    ("aliases", "message"),
+    [
+        (["rerank-v3.5"], "not ALIAS=NAME"),
+        (["=dialogue-minilm-l6"], "not ALIAS=NAME"),
+        (["a b=dialogue-minilm-l6"], "not ALIAS=NAME"),
+        (["x=dialogue-minilm-l6", "x=other"], "'x' is given twice"),
+    ],
+)
+def test_malformed_model_aliases_are_refused_naming_the_setting(aliases: list[str], message: str) -> None:
+    with pytest.raises(ValidationError, match=f"model_alias(.|\n)*--model-alias .*{message}"):
+        Settings(model_alias=aliases)

@@ -13,6 +13,7 @@ from dialogue_ranker.serving.api.auth import KeyFileError
 from dialogue_ranker.serving.api.connections import guarded_protocol
 from dialogue_ranker.serving.app import create_app
 from dialogue_ranker.serving.metrics import Metrics
+from dialogue_ranker.serving.runtime import AliasError, check_aliases
 from dialogue_ranker.serving.settings import Settings
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -24,9 +25,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(level=settings.log_level.upper(), format=LOG_FORMAT)
     metrics = Metrics(generators=settings.ranking.generators)
     try:
+        check_aliases(settings)
         app = create_app(settings, metrics=metrics)
     except KeyFileError as e:
         sys.exit(f"auth: {e}")
+    except AliasError as e:
+        sys.exit(str(e))
     # No access log: a line per request costs throughput and the metrics cover status and time.
     uvicorn.run(
         app,

@@ -78,6 +78,13 @@ class EncodedList:
         """Logits this sequence yields: one per candidate."""
         return self.candidates
 
+    def output_tokens(self) -> list[int]:
+        """The tokens each candidate's logit reads: the prefix's and its own segment's."""
+        sizes = [0] * (self.candidates + 1)
+        for segment in self.segment_ids:
+            sizes[segment] += 1
+        return [sizes[PREFIX_SEGMENT] + own for own in sizes[1:]]
+
 
 @dataclass(frozen=True, slots=True)
 class ListBatch:

@@ -14,8 +14,10 @@ reusable wherever those four things repeat:
 - every view of a request sent again (a client's retry after a timeout, a dialog manager that
   re-ranks the same turn).
 
-Keys are 16-byte BLAKE2b digests of those four things, so an entry costs about 160 bytes however
-long the conversation; a collision needs about 2**64 entries. Least recently used entries go
+Keys are 16-byte BLAKE2b digests of those four things, and an entry keeps the logit with the
+number of tokens its pair read (a rerank client's ``usage`` counts a kept candidate as a computed
+one), so it costs about 230 bytes however long the conversation; a collision needs about 2**64
+entries. Least recently used entries go
 first. Written here rather than taken from ``functools.lru_cache`` because entries are read and
 filled a list at a time around one backend call (the misses of a request are scored together),
 which a memoised function cannot do; ``cachetools`` would add a dependency for an ``OrderedDict``.
@@ -27,11 +29,19 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from dialogue_ranker.serving.tokenization import Turn
 
 #: Separates fields in the digested key (never in request text: it is a control character).
 _SEP = "\x1f"
+
+
+class Kept(NamedTuple):
+    """A computed candidate: its logit, and the tokens of its pair (a shared prefix's plus its own)."""
+
+    logit: float
+    tokens: int
 
 
 class LogitCache:
@@ -41,7 +51,7 @@ class LogitCache:
         if max_entries < 0:
             raise ValueError(f"max_entries {max_entries} is not >= 0")
         self.max_entries = max_entries
-        self._entries: OrderedDict[bytes, float] = OrderedDict()
+        self._entries: OrderedDict[bytes, Kept] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -64,18 +74,18 @@ class LogitCache:
         """One candidate's key under a view's :meth:`prefix_key`."""
         return hashlib.blake2b(prefix + candidate.encode(), digest_size=16).digest()
 
-    def get(self, key: bytes) -> float | None:
-        """The logit kept under ``key`` (now the most recently used), or None."""
-        logit = self._entries.get(key)
-        if logit is not None:
+    def get(self, key: bytes) -> Kept | None:
+        """What is kept under ``key`` (now the most recently used), or None."""
+        kept = self._entries.get(key)
+        if kept is not None:
             self._entries.move_to_end(key)
-        return logit
+        return kept
 
-    def put(self, key: bytes, logit: float) -> None:
-        """Keep ``logit`` under ``key``, dropping the least recently used entry when full."""
+    def put(self, key: bytes, kept: Kept) -> None:
+        """Keep ``kept`` under ``key``, dropping the least recently used entry when full."""
         if self.max_entries == 0:
             return
-        self._entries[key] = logit
+        self._entries[key] = kept
         self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)

@@ -25,7 +25,7 @@ from dialogue_ranker.serving.batching.batcher import Encoded
 from dialogue_ranker.serving.encoding import OffLoopEncoder
 from dialogue_ranker.serving.errors import BackendTimeout
 from dialogue_ranker.serving.guidelines import Guidelines, MaskReason
-from dialogue_ranker.serving.logit_cache import LogitCache
+from dialogue_ranker.serving.logit_cache import Kept, LogitCache
 from dialogue_ranker.serving.metrics import Metrics
 from dialogue_ranker.serving.model_bundle import ModelBundle
 from dialogue_ranker.serving.repeats import repeats
@@ -102,13 +102,19 @@ class RankResult:
     abstain: bool
     threshold: float
     statements_used: list[int] = field(default_factory=list)
-    #: Tokens of the pairs computed for it, none for logits the cache kept (rerank clients' ``usage``).
-    tokens: int = 0
+    #: Tokens of its scored candidates' full-context pairs, kept or computed (rerank clients' ``usage``).
+    input_tokens: int = 0
+    #: Tokens of the sequences computed for it (every view; none for the logits the cache kept).
+    computed_tokens: int = 0
 
 
-def _misses(known: list[list[tuple[bytes, float | None]]]) -> int:
+#: Each view's candidates: their cache key and what the cache keeps under it (None: to compute).
+Known = list[list[tuple[bytes, Kept | None]]]
+
+
+def _misses(known: Known) -> int:
     """How many logits of a request the cache does not hold."""
-    return sum(logit is None for entries in known for _, logit in entries)
+    return sum(kept is None for entries in known for _, kept in entries)
 
 
 class Ranker:
@@ -206,18 +212,22 @@ class Ranker:
                             {tracing.PAIRS: len(pairs), tracing.TOKENS: sum(len(p) for p in pairs)}
                         )
                     computed = await self.batcher.score(pairs, deadline=deadline) if pairs else np.empty(0)
-                    logits = context_views.combine(self._fill(known, computed), len(views), weights)
+                    kept = self._fill(known, computed, [n for pair in pairs for n in pair.output_tokens()])
+                    logits = context_views.combine(
+                        np.asarray([k.logit for k in kept], dtype=np.float32), len(views), weights
+                    )
         except TimeoutError:
             raise BackendTimeout(f"no scores within {timeout:g} s") from None
         finally:
             self.metrics.backlog.labels(self.name).set(self.backlog.seconds)
-        tokens = sum(len(pair) for pair in pairs)
+        # The full-context view comes first: its pairs are the request's input as the client sent it.
+        tokens = (sum(k.tokens for k in kept[: len(texts)]), sum(len(pair) for pair in pairs))
         return self._result(query, reasons, scored, logits, statements_used, tokens)
 
     def _cached(
         self, views: list[Sequence[Turn]], statements: Sequence[str], texts: list[str], query: RankQuery
-    ) -> list[list[tuple[bytes, float | None]]]:
-        """Each view's candidates: their cache key and the logit kept under it (None: to compute)."""
+    ) -> Known:
+        """Each view's candidates: their cache key and what is kept under it (None: to compute)."""
         out = []
         for turns in views:
             prefix = self.cache.prefix_key(turns, statements, query.max_candidate_tokens)
@@ -228,7 +238,7 @@ class Ranker:
     async def _encode_missing(
         self,
         views: list[Sequence[Turn]],
-        known: list[list[tuple[bytes, float | None]]],
+        known: Known,
         statements: Sequence[str],
         texts: list[str],
         query: RankQuery,
@@ -236,25 +246,29 @@ class Ranker:
         """The sequences of every candidate whose logit is not kept, each view's after the other's."""
         pairs: list[Encoded] = []
         for turns, entries in zip(views, known, strict=True):
-            missing = [text for text, (_, logit) in zip(texts, entries, strict=True) if logit is None]
+            missing = [text for text, (_, kept) in zip(texts, entries, strict=True) if kept is None]
             if missing:
                 pairs += await self.encoder.encode(turns, statements, missing, query.max_candidate_tokens)
         return pairs
 
-    def _fill(self, known: list[list[tuple[bytes, float | None]]], computed: np.ndarray) -> np.ndarray:
-        """Every view's logits, one view after another: kept ones, and computed ones (now kept too)."""
-        fresh = iter(computed)
+    def _fill(self, known: Known, computed: np.ndarray, tokens: list[int]) -> list[Kept]:
+        """Every view's candidates, one view after another: kept ones, and computed ones (now kept too).
+
+        ``computed`` and ``tokens`` hold a logit and its token count per missing candidate, in order.
+        """
+        fresh = zip(computed, tokens, strict=True)
         out = []
-        for key, logit in (entry for entries in known for entry in entries):
-            if logit is None:
-                logit = float(next(fresh))
-                self.cache.put(key, logit)
-            out.append(logit)
+        for key, kept in (entry for entries in known for entry in entries):
+            if kept is None:
+                logit, count = next(fresh)
+                kept = Kept(float(logit), count)
+                self.cache.put(key, kept)
+            out.append(kept)
         misses = _misses(known)
         self.metrics.logit_cache.labels(self.name, "hit").inc(len(out) - misses)
         self.metrics.logit_cache.labels(self.name, "miss").inc(misses)
         self.metrics.logit_cache_entries.labels(self.name).set(len(self.cache))
-        return np.asarray(out, dtype=np.float32)
+        return out
 
     def _work(self, query: RankQuery, candidates: int) -> tuple[float, float]:
         """Estimated backend seconds of the request's ranker and selector pairs (0 when unmeasured)."""
@@ -294,7 +308,7 @@ class Ranker:
         scored: list[int],
         logits: np.ndarray,
         statements_used: list[int],
-        tokens: int = 0,
+        tokens: tuple[int, int] = (0, 0),
     ) -> RankResult:
         probabilities = self.bundle.calibration(logits)
         ranking: list[RankedCandidate] = []
@@ -332,7 +346,8 @@ class Ranker:
             abstain=abstain,
             threshold=threshold,
             statements_used=statements_used,
-            tokens=tokens,
+            input_tokens=tokens[0],
+            computed_tokens=tokens[1],
         )
 
     def _observe(

@@ -2,15 +2,17 @@
 
 Several models can be served at once (``--model NAME=DIR``, repeated; the first is the default),
 each with its own backends and batchers, sharing the executor and the guidelines: a request picks
-one by name, so two rankers can be A/B-tested behind one endpoint. Built in the app's lifespan and
-closed at shutdown. Loading blocks (files, ONNX sessions), so it runs on the executor.
+one by name, so two rankers can be A/B-tested behind one endpoint. ``--model-alias ALIAS=NAME``
+gives a served model a second name (the fixed model name a client sends). Built in the app's
+lifespan and closed at shutdown. Loading blocks (files, ONNX sessions), so it runs on the executor.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -25,6 +27,7 @@ from dialogue_ranker.serving.guidelines import Guidelines
 from dialogue_ranker.serving.list_encoding import ListEncoder
 from dialogue_ranker.serving.metrics import Metrics
 from dialogue_ranker.serving.model_bundle import (
+    METADATA_FILE,
     AnyEncoder,
     BundleError,
     ModelBundle,
@@ -65,6 +68,8 @@ class Runtime:
     executor: ThreadPoolExecutor
     models: dict[str, ServedModel]
     guidelines: Guidelines
+    #: Alias -> the served model's name (``--model-alias``), checked at start.
+    aliases: dict[str, str] = field(default_factory=dict)
 
     @property
     def default(self) -> ServedModel:
@@ -97,17 +102,18 @@ class Runtime:
         return [b for model in self.models.values() for b in model.batchers]
 
     def model(self, name: str | None) -> ServedModel:
-        """The served model called ``name`` (None: the default).
+        """The served model called ``name``, or aliased so (None: the default).
 
         Raises:
-            InvalidInput: no model is served under that name (422 naming the field).
+            InvalidInput: no model is served or aliased under that name (422 naming the field).
         """
         if name is None:
             return self.default
-        served = self.models.get(name)
+        served = self.models.get(self.aliases.get(name, name))
         if served is None:
             known = ", ".join(repr(n) for n in self.models)
-            raise InvalidInput(f"model: unknown model {name!r}; served: {known}")
+            aliases = f"; aliases: {', '.join(repr(a) for a in self.aliases)}" if self.aliases else ""
+            raise InvalidInput(f"model: unknown model {name!r}; served: {known}{aliases}")
         return served
 
     @classmethod
@@ -123,6 +129,7 @@ class Runtime:
 
         Raises:
             BundleError, GuidelineError: a file is missing or malformed, or two models share a name.
+            AliasError: a ``--model-alias`` names no served model, or a served model's own name.
             BackendUnavailable: a backend cannot start.
         """
         serial_tokenizers()
@@ -153,10 +160,11 @@ class Runtime:
                     "model ready name=%s model=%s backend=%s selector=%s",
                     name, bundle.model_id, served.backend_name, served.ranker.selector is not None,
                 )  # fmt: skip
+            aliases = _checked_aliases(settings.model_aliases(), models)
         except BaseException:
             await _close(batchers, backends, executor)
             raise
-        return cls(settings, executor, models, guidelines)
+        return cls(settings, executor, models, guidelines, aliases)
 
     async def healthy(self) -> bool:
         """True when no circuit breaker is open and every backend answers its probe."""
@@ -254,6 +262,46 @@ class _ModelStarter:
         await batcher.start(warm_up=isinstance(batcher, Batcher))
         self.batchers.append(batcher)
         return batcher
+
+
+class AliasError(ValueError):
+    """A ``--model-alias`` (``RANKER_MODEL_ALIAS``) names no served model, or takes a served model's name."""
+
+
+def check_aliases(settings: Settings) -> None:
+    """Refuse a bad ``--model-alias`` before anything loads, the served names read from the bundles.
+
+    A bundle whose metadata cannot be read is left for the start to report (as a BundleError).
+
+    Raises:
+        AliasError: an alias names no served model, or a served model's own name.
+    """
+    names = []
+    for name, directory in settings.served_models():
+        if name is None:
+            try:
+                name = str(json.loads((directory / METADATA_FILE).read_text())["name"])
+            except (OSError, ValueError, KeyError, TypeError):
+                return
+        names.append(name)
+    _checked_aliases(settings.model_aliases(), names)
+
+
+def _checked_aliases(aliases: dict[str, str], served: Collection[str]) -> dict[str, str]:
+    """``aliases`` once every target is a served model and no alias hides one.
+
+    Checked once the models are loaded too, not with the settings: a plain ``--model DIR`` is
+    served under its bundle's name.
+    """
+    names = ", ".join(repr(n) for n in served)
+    for alias, target in aliases.items():
+        if alias in served:
+            raise AliasError(f"--model-alias {alias}={target}: {alias!r} is already a served model's name")
+        if target not in served:
+            raise AliasError(
+                f"--model-alias {alias}={target}: no served model is called {target!r} (served: {names})"
+            )
+    return aliases
 
 
 async def _close(batchers: list[Scorer], backends: list[AnyBackend], executor: ThreadPoolExecutor) -> None:

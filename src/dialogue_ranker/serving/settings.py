@@ -231,7 +231,7 @@ class RankingSettings(BaseModel):
         65536,
         ge=0,
         description="Candidate logits kept per served model for requests that repeat them (least recently "
-        "used dropped first; about 160 bytes each; 0: off). A candidate's logit depends only on its view's "
+        "used dropped first; about 230 bytes each; 0: off). A candidate's logit depends only on its view's "
         "turns, the statements, its text and token cut, so a kept one is reused exactly: the reply's prior "
         "of a fixed action list or template reply, and every logit of a retried request.",
     )
@@ -259,6 +259,12 @@ class Settings(BaseSettings):
         description="A model bundle directory (holds metadata.json), or NAME=DIR to serve it under NAME "
         "(default: the bundle's name). Repeat the flag (or separate with commas) to serve several; the "
         "first is the default.",
+    )
+    model_alias: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="ALIAS=NAME: requests may name the served model NAME as ALIAS too (a client's fixed "
+        "model name, e.g. rerank-v3.5=dialogue-minilm-l6); GET /v1/models lists it. Repeat the flag (or "
+        "separate with commas) for several. An alias of no served model stops the start.",
     )
     guidelines: Path = Field(
         DEFAULT_GUIDELINES, description="ABCD-format kb.json: intent -> allowed agent actions."
@@ -290,7 +296,7 @@ class Settings(BaseSettings):
     fake: FakeSettings = Field(default_factory=FakeSettings)
     ranking: RankingSettings = Field(default_factory=RankingSettings)
 
-    @field_validator("model", mode="before")
+    @field_validator("model", "model_alias", mode="before")
     @classmethod
     def _model_list(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -307,6 +313,26 @@ class Settings(BaseSettings):
         if not value:
             raise ValueError("at least one model is needed")
         return value
+
+    @field_validator("model_alias")
+    @classmethod
+    def _aliases_well_formed(cls, value: list[str]) -> list[str]:
+        seen: set[str] = set()
+        for entry in value:
+            alias, sep, target = entry.partition("=")
+            if not sep or not _MODEL_NAME.fullmatch(alias) or not target:
+                raise ValueError(
+                    f"--model-alias {entry!r} is not ALIAS=NAME (ALIAS: letters, digits, '.', '_', '-', "
+                    "at most 64, a letter or digit first)"
+                )
+            if alias in seen:
+                raise ValueError(f"--model-alias {alias!r} is given twice")
+            seen.add(alias)
+        return value
+
+    def model_aliases(self) -> dict[str, str]:
+        """Each ``--model-alias``: alias -> the served model's name, in the order given."""
+        return {alias: target for alias, _, target in (entry.partition("=") for entry in self.model_alias)}
 
     def served_models(self) -> list[tuple[str | None, Path]]:
         """(name or None for the bundle's own, directory) of each ``--model``, the default first."""

@@ -53,6 +53,10 @@ class EncodedPair:
         """Logits this pair yields: one."""
         return 1
 
+    def output_tokens(self) -> list[int]:
+        """The tokens each logit reads: the pair's."""
+        return [len(self.input_ids)]
+
 
 @dataclass(frozen=True, slots=True)
 class Batch:

@@ -24,7 +24,11 @@ class ModelOut(BaseModel):
     id: str = Field(description="The name a request's `model` field selects it by.")
     object: Literal["model"] = "model"
     owned_by: str = "ranking-service"
-    default: bool = Field(description="Requests that name no model get this one.")
+    default: bool = Field(description="Requests that name no model get this one (never an alias's entry).")
+    alias_of: str | None = Field(
+        description="For an alias (--model-alias), the served model it names, whose fields these are; "
+        "null for a served model."
+    )
     model: str = Field(description="name@version of the bundle.")
     version: str
     backend: str
@@ -44,7 +48,7 @@ class ModelOut(BaseModel):
 
 
 class ModelsOut(BaseModel):
-    """The served models, the default first."""
+    """The served models, the default first, then the aliases."""
 
     object: Literal["list"] = "list"
     data: list[ModelOut]
@@ -53,12 +57,13 @@ class ModelsOut(BaseModel):
 router = APIRouter(tags=["discovery"])
 
 
-def _describe(served: ServedModel, *, default: bool) -> ModelOut:
+def _describe(served: ServedModel, *, default: bool, alias: str | None = None) -> ModelOut:
     bundle = served.bundle
     views = bundle.views if served.ranker.settings.last_turn_view else ONE_VIEW
     return ModelOut(
-        id=served.name,
+        id=alias or served.name,
         default=default,
+        alias_of=served.name if alias else None,
         model=bundle.model_id,
         version=bundle.version,
         backend=served.backend_name,
@@ -74,9 +79,14 @@ def _describe(served: ServedModel, *, default: bool) -> ModelOut:
 
 @router.get("/v1/models")
 async def models(runtime: RuntimeDep) -> ModelsOut:
-    """The models this service ranks with; a request picks one with its `model` field."""
+    """The models this service ranks with, then their aliases; a request picks one with its `model` field."""
     default = runtime.default.name
-    return ModelsOut(data=[_describe(m, default=m.name == default) for m in runtime.models.values()])
+    served = [_describe(m, default=m.name == default) for m in runtime.models.values()]
+    aliases = [
+        _describe(runtime.models[target], default=False, alias=alias)
+        for alias, target in runtime.aliases.items()
+    ]
+    return ModelsOut(data=served + aliases)
 
 
 @router.get("/v1/guidelines")

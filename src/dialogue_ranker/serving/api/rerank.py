@@ -2,8 +2,12 @@
 
 - ``POST /v2/rerank``: Cohere's v2 shape (``model``, ``query``, ``documents``, ``top_n``,
   ``max_tokens_per_doc``) answered as ``{id, results: [{index, relevance_score}], meta}``.
-- ``POST /v1/rerank``: the Jina / vLLM shape, the same request plus ``return_documents``,
-  answered with ``model``, ``usage.total_tokens`` and ``document: {text}`` per result.
+  The Cohere SDK's ``ClientV2``, LangChain's ``CohereRerank`` and LiteLLM's ``cohere/`` models
+  call it.
+- ``POST /v1/rerank``: the Jina / vLLM shape (and Cohere's v1 ``Client``), the same request,
+  answered with ``model`` and ``usage`` too.
+
+Both take ``return_documents`` and then give each result its ``document: {text}``.
 
 The query is the latest user turn and the documents are the candidates; ``relevance_score`` is
 the same calibrated score ``/rank`` gives. What plain rerank clients never send stays optional:
@@ -41,12 +45,12 @@ class RerankDocumentIn(BaseModel):
 
 
 class RerankRequest(BaseModel):
-    """A rerank request (Cohere v2 fields, then this service's optional extras)."""
+    """A rerank request (Cohere and Jina fields, then this service's optional extras)."""
 
     model_config = ConfigDict(extra="forbid")
 
     model: Name | None = Field(
-        None, description="A served model's name (GET /v1/models); default: the first."
+        None, description="A served model's name or alias (GET /v1/models); default: the first."
     )
     query: str = Field(min_length=1, pattern=NON_BLANK, description="The latest user turn.")
     documents: Sequence[RerankDocumentIn] = Field(min_length=1, description="Strings or {text} objects.")
@@ -56,6 +60,14 @@ class RerankRequest(BaseModel):
     )
     priority: int | None = Field(
         None, strict=True, description="Accepted from Cohere clients and ignored (admission is by deadline)."
+    )
+    # Off unless asked, on both routes. The documented defaults differ: Cohere's v1 rerank answers
+    # without the documents' text unless return_documents is true (its v2 API has no such field, yet
+    # LiteLLM's cohere/ provider sends "return_documents": true there); Jina's reranker API defaults
+    # it to true. /v1/rerank is Cohere v1's route as well as Jina's, and the text is the client's own:
+    # a Jina client that wants it back sends return_documents: true.
+    return_documents: bool = Field(
+        False, strict=True, description="Give each result its document's text as `document: {text}`."
     )
     context: Sequence[TurnIn] = Field(
         default_factory=list, description="Extra: earlier turns of the conversation, oldest first."
@@ -92,14 +104,8 @@ class RerankRequest(BaseModel):
         )
 
 
-class JinaRerankRequest(RerankRequest):
-    """The Jina / vLLM shape: the same fields plus ``return_documents``."""
-
-    return_documents: bool = Field(True, strict=True, description="Echo each document's text in its result.")
-
-
-def _limited(base: type[RerankRequest], limits: LimitsSettings) -> type[RerankRequest]:
-    """``base`` with the configured limits on documents, turns, statements and text length."""
+def build_rerank_request(limits: LimitsSettings) -> type[RerankRequest]:
+    """A :class:`RerankRequest` subclass whose constraints are the configured limits."""
     chars = limits.max_text_chars
 
     class LimitedDocument(RerankDocumentIn):
@@ -108,8 +114,8 @@ def _limited(base: type[RerankRequest], limits: LimitsSettings) -> type[RerankRe
     class LimitedTurn(TurnIn):
         text: str = Field(min_length=1, max_length=chars, pattern=NON_BLANK)
 
-    class Limited(base):  # type: ignore[valid-type,misc]
-        __doc__ = base.__doc__
+    class LimitedRerankRequest(RerankRequest):
+        __doc__ = RerankRequest.__doc__
 
         query: str = Field(
             min_length=1, max_length=chars, pattern=NON_BLANK, description="The latest user turn."
@@ -128,8 +134,7 @@ def _limited(base: type[RerankRequest], limits: LimitsSettings) -> type[RerankRe
             description=RerankRequest.model_fields["situations"].description,
         )
 
-    Limited.__name__ = base.__name__
-    return Limited
+    return LimitedRerankRequest
 
 
 class MaskedDocumentOut(BaseModel):
@@ -140,24 +145,19 @@ class MaskedDocumentOut(BaseModel):
     reason: MaskReason
 
 
-class RerankResultOut(BaseModel):
-    """One document's score; results are best first."""
-
-    index: int = Field(description="Position of the document in the request.")
-    relevance_score: float = Field(description="Calibrated P(appropriate) in [0, 1], as /rank's score.")
-    mask_reason: MaskReason | None = Field(None, description="Soft mask mode: why it was penalised.")
-
-
 class DocumentOut(BaseModel):
     """The echoed document."""
 
     text: str
 
 
-class JinaRerankResultOut(RerankResultOut):
-    """A result with the document echoed when ``return_documents`` is true."""
+class RerankResultOut(BaseModel):
+    """One document's score; results are best first."""
 
-    document: DocumentOut | None = None
+    index: int = Field(description="Position of the document in the request.")
+    relevance_score: float = Field(description="Calibrated P(appropriate) in [0, 1], as /rank's score.")
+    mask_reason: MaskReason | None = Field(None, description="Soft mask mode: why it was penalised.")
+    document: DocumentOut | None = Field(None, description="The document, when return_documents is true.")
 
 
 class ApiVersion(BaseModel):
@@ -180,12 +180,18 @@ class Meta(BaseModel):
 
 
 class Usage(BaseModel):
-    """Tokens of the pairs the request computed (query, context and statements included in each).
+    """The request's tokens, as the model's tokenizer counts them."""
 
-    Candidates whose logits the logit cache kept cost none: a repeated request can report 0.
-    """
-
-    total_tokens: int
+    total_tokens: int = Field(
+        description="The request's input: each scored document's pair (the query with the context and "
+        "statements kept, and the document cut to max_tokens_per_doc) as the model reads it, summed. "
+        "The same whether the logit cache answered or not."
+    )
+    computed_tokens: int = Field(
+        description="What the backend ran for this request: the sequences of the documents whose logits "
+        "were not kept (a shared prefix once per sequence, a multi-turn request's extra views included); "
+        "0 when the logit cache answered every document."
+    )
 
 
 class RerankExtras(BaseModel):
@@ -210,7 +216,7 @@ class JinaRerankResponse(RerankExtras):
 
     id: str
     usage: Usage
-    results: list[JinaRerankResultOut]
+    results: list[RerankResultOut]
 
 
 def _extras(result: RankResult) -> dict[str, Any]:
@@ -225,50 +231,45 @@ def _extras(result: RankResult) -> dict[str, Any]:
     }
 
 
+def _results(result: RankResult, body: RerankRequest) -> list[RerankResultOut]:
+    """The ranking as rerank results, each with its document when the request asks for it."""
+    return [
+        RerankResultOut(
+            index=int(r.id),
+            relevance_score=r.score,
+            mask_reason=r.mask_reason,
+            document=DocumentOut(text=body.documents[int(r.id)].text) if body.return_documents else None,
+        )
+        for r in result.ranking
+    ]
+
+
 def build_rerank_router(limits: LimitsSettings) -> APIRouter:
     """``/v2/rerank`` and ``/v1/rerank``, validating bodies with the configured limits."""
-    cohere_request = _limited(RerankRequest, limits)
-    jina_request = _limited(JinaRerankRequest, limits)
+    request = build_rerank_request(limits)
 
     async def rerank_v2(
         body: RerankRequest, runtime: RuntimeDep, timeout_s: TimeoutHeader = None
     ) -> RerankResponse:
         """Rerank documents for a query (Cohere v2 shape), with calibrated scores."""
         result = await runtime.model(body.model).ranker.rank(body.to_query(), timeout_s=timeout_s)
-        return RerankResponse(
-            id=uuid.uuid4().hex,
-            results=[
-                RerankResultOut(index=int(r.id), relevance_score=r.score, mask_reason=r.mask_reason)
-                for r in result.ranking
-            ],
-            **_extras(result),
-        )
+        return RerankResponse(id=uuid.uuid4().hex, results=_results(result, body), **_extras(result))
 
     async def rerank_v1(
-        body: JinaRerankRequest, runtime: RuntimeDep, timeout_s: TimeoutHeader = None
+        body: RerankRequest, runtime: RuntimeDep, timeout_s: TimeoutHeader = None
     ) -> JinaRerankResponse:
         """Rerank documents for a query (Jina / vLLM shape), with calibrated scores."""
         result = await runtime.model(body.model).ranker.rank(body.to_query(), timeout_s=timeout_s)
         return JinaRerankResponse(
             id=uuid.uuid4().hex,
-            usage=Usage(total_tokens=result.tokens),
-            results=[
-                JinaRerankResultOut(
-                    index=int(r.id),
-                    relevance_score=r.score,
-                    mask_reason=r.mask_reason,
-                    document=DocumentOut(text=body.documents[int(r.id)].text)
-                    if body.return_documents
-                    else None,
-                )
-                for r in result.ranking
-            ],
+            usage=Usage(total_tokens=result.input_tokens, computed_tokens=result.computed_tokens),
+            results=_results(result, body),
             **_extras(result),
         )
 
     # As for /rank: the signature's body type is swapped for the subclass with the configured limits.
-    rerank_v2.__annotations__["body"] = Annotated[cohere_request, Body()]
-    rerank_v1.__annotations__["body"] = Annotated[jina_request, Body()]
+    rerank_v2.__annotations__["body"] = Annotated[request, Body()]
+    rerank_v1.__annotations__["body"] = Annotated[request, Body()]
     router = APIRouter(tags=["rerank"])
     for path, endpoint, response in (
         ("/v2/rerank", rerank_v2, RerankResponse),

@@ -86,7 +86,7 @@ class RankRequest(BaseModel):
     )
     intent: Name | None = Field(None, description="Customer intent (ABCD subflow): turns on masking.")
     model: Name | None = Field(
-        None, description="A served model's name (GET /v1/models); default: the first."
+        None, description="A served model's name or alias (GET /v1/models); default: the first."
     )
     mask_mode: MaskMode = Field(MaskMode.HARD, description="hard: remove, soft: penalise and flag, off.")
     # Strict: JSON true is not 1, and 0 or "yes" is not a boolean (the schema says so too).

@@ -15,11 +15,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
-from tokenizers import Tokenizer
 
 from dialogue_ranker.serving.errors import BackendError, BackendUnavailable
 from dialogue_ranker.serving.list_encoding import ListBatch
-from dialogue_ranker.serving.tokenization import Batch
+from dialogue_ranker.serving.tokenization import Batch, load_tokenizer, token_ids
 
 #: Maps one pair's real token ids to a logit.
 ScoreFn = Callable[[Sequence[int]], float]
@@ -104,10 +103,18 @@ def _contains(row: list[int], needle: list[int]) -> bool:
 
 
 def poison_ids(text: str, tokenizer_path: Path | None) -> list[int]:
-    """The token ids of ``text`` as they stand inside a pair (no special tokens)."""
+    """The token ids of ``text`` as they stand inside a pair: no special tokens, no padding.
+
+    Encoded as the pair encoders encode a text, whatever padding or truncation the tokenizer file
+    configures (a bundle exported with ``transformers`` pads every encoding to its max length,
+    which would make the needle end in pad ids that no real pair holds).
+
+    Raises:
+        ValueError: no tokenizer, or ``text`` has no tokens.
+    """
     if tokenizer_path is None:
         raise ValueError("fail_on_text needs the bundle's tokenizer")
-    ids: list[int] = Tokenizer.from_file(str(tokenizer_path)).encode(text, add_special_tokens=False).ids
+    ids = token_ids(load_tokenizer(tokenizer_path), [text])[0]
     if not ids:
         raise ValueError(f"fail_on_text {text!r} has no tokens")
     return ids
