@@ -144,14 +144,14 @@ def test_max_seconds_ends_training_early_and_stop_at_replays_it(run, sugar, tmp_
          "--out", str(tmp_path / "replayed"), *SMALL]
     )  # fmt: skip
     assert (result["steps"], result["planned_steps"]) == (1, 3)
-    from dialogue_ranker.export.card import stage_schedule
+    from dialogue_ranker.export.card_lines import stage_schedule
 
     config = json.loads((tmp_path / "replayed" / "config.json").read_text())
     assert stage_schedule(config).startswith("the first 1 of the 3 steps of 3 steps,")
 
 
 def test_the_model_card_lists_the_soup_members_then_the_distilled_stage(run, sugar, tmp_path):
-    from dialogue_ranker.export.card import distillation_line, interpolation_line, schedule_lines
+    from dialogue_ranker.export.card_lines import distillation_line, interpolation_line, schedule_lines
     from dialogue_ranker.training import interpolate, train
 
     other = shifted_copy(run, tmp_path / "other", 1.0)

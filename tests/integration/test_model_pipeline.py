@@ -308,14 +308,14 @@ def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, share
     assert blended["interpolation"]["with"] == [
         {"run": str(out), "weight": 0.4, "config": json.loads((out / "config.json").read_text())}
     ]
-    from dialogue_ranker.export.card import interpolation_line, schedule_lines
+    from dialogue_ranker.export.card_lines import interpolation_line, schedule_lines
 
     own = schedule_lines(json.loads((out / "config.json").read_text())).removeprefix("- stage 1: ")
     assert schedule_lines(blended).splitlines() == [f"- stage A1: {own}", f"- stage B1: {own}"]
     assert "0.6 x run A + 0.4 x run B" in interpolation_line(blended)
     # An output ensemble lists the same stages, says it averages logits, not weights, and names a
     # member recovered from a shipped graph (dialogue_ranker.training.recover).
-    from dialogue_ranker.export.card import ensemble_line
+    from dialogue_ranker.export.card_lines import ensemble_line
     from dialogue_ranker.export.shared_prefix import ensemble_member
 
     own_config = json.loads((out / "config.json").read_text())
@@ -371,7 +371,8 @@ def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, share
     stage = json.loads((second / "config.json").read_text())
     assert stage["init"]["run"] == str(first) and stage["init"]["config"]["data"] == config["data"]
     assert stage["backbone"] == config["backbone"]  # interpolation still averages toward the backbone
-    from dialogue_ranker.export.card import schedule_lines, training_stages
+    from dialogue_ranker.export.card_lines import schedule_lines
+    from dialogue_ranker.export.run_stages import training_stages
 
     assert [s["data"] for s in training_stages(stage)] == [config["data"], stage["data"]]
     assert schedule_lines(stage).splitlines() == [
@@ -629,7 +630,7 @@ def test_shipped_metadata_names_its_data_and_limits(model_dir):
 def test_a_training_file_is_credited_to_its_dataset_by_name():
     """Another negative mix of a dataset keeps its licence; an unknown file is marked, not guessed."""
     pytest.importorskip("torch", reason="training extras (torch) are not installed")
-    from dialogue_ranker.export.card import DATASETS, dataset_of
+    from dialogue_ranker.export.run_stages import DATASETS, dataset_of
 
     assert dataset_of("topical-chat") == dataset_of("topical-chat-entity-fact") == DATASETS["topical-chat"]
     assert dataset_of("sugar") == DATASETS["sugar"]
@@ -654,7 +655,7 @@ def test_the_export_names_the_machine_its_int8_figures_were_measured_on():
     import onnxruntime
 
     from dialogue_ranker.data.machine import describe_for_report, read_cpu
-    from dialogue_ranker.export.card import machine_line
+    from dialogue_ranker.export.card_lines import machine_line
 
     cpu = read_cpu()
     machine = describe_for_report(cpu)

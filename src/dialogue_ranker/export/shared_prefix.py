@@ -32,8 +32,10 @@ from dialogue_ranker.data.machine import describe_for_report, read_cpu
 from dialogue_ranker.data.ranking_data import RankingList
 from dialogue_ranker.evaluation import metrics
 from dialogue_ranker.evaluation.scoring import score_lists, score_sequences, session, view_logits
-from dialogue_ranker.export import onnx_graph, quantize
-from dialogue_ranker.export.card import PRECISION, dataset_of, stage_rows, training_stages, write_card
+from dialogue_ranker.export import onnx_graph, quantize, samples
+from dialogue_ranker.export.card import write_card
+from dialogue_ranker.export.card_lines import PRECISION
+from dialogue_ranker.export.run_stages import dataset_of, stage_rows, training_stages
 from dialogue_ranker.serving.calibration import Calibrator
 from dialogue_ranker.serving.context_views import ONE_VIEW, ViewWeights, combine
 from dialogue_ranker.serving.list_encoding import SIMILARITY_INPUT_NAMES, EncodedList, ListEncoder
@@ -467,6 +469,11 @@ def main(argv: list[str] | None = None) -> dict:
         inputs=model.input_names,
         views=views,
     )
+    try:  # the sample sequences --backend auto checks runtimes on, with their fp32 logits
+        chosen = samples.sample_lists(dev, split="all")
+        samples.write_bundle_samples(out, chosen, source=", ".join(sorted(dev)))
+    except samples.UnsupportedGraph as e:
+        print(f"no samples.json ({e}): --backend auto will serve ONNX Runtime", flush=True)
     print("dev (shipped graph, calibrated):", json.dumps(calibrated), flush=True)
     print(f"wrote {out}")
     return report

@@ -1,0 +1,96 @@
+"""A run's training history as its model card and bundle describe it: stages, soup members, datasets.
+
+A run's ``config.json`` holds its first stage's under ``init`` (``ranker train --init``), a soup's
+members under ``interpolation`` (``ranker interpolate --with``) and an output ensemble's under
+``ensemble`` (``ranker export --ensemble-with``); these functions walk that nesting.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+DATASETS = {
+    "sugar": (
+        "SUGAR (situated response selection)",
+        "CC BY-SA 4.0",
+        "Otani et al., 'A Textual Dataset for Situated Proactive Response Selection', ACL 2023, "
+        "data release v4.1.1 (derived in part from ConceptNet 5, CC BY-SA 4.0, and ATOMIC, CC BY 4.0)",
+    ),
+    "topical-chat": (
+        "Topical-Chat (knowledge-grounded socialbot conversations) with mined hard negatives",
+        "CDLA-Sharing 1.0",
+        "Gopalakrishnan et al., 'Topical-Chat: Towards Knowledge-Grounded Open-Domain Conversations', "
+        "Interspeech 2019 (Amazon Alexa Prize)",
+    ),
+}
+
+
+def dataset_of(name: str) -> tuple[str, str, str]:
+    """Dataset, licence and attribution of a training file, by its name; ``?`` when unknown.
+
+    ``topical-chat-fact`` is a Topical-Chat conversion with another negative mix.
+    """
+    known = [key for key in DATASETS if name == key or name.startswith(key + "-")]
+    return DATASETS[max(known, key=len)] if known else (name, "?", "?")
+
+
+def training_stages(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's configuration after its earlier stages' (``training.train --init``), first first."""
+    init = config.get("init") or {}
+    earlier = training_stages(init["config"]) if init.get("config") else []
+    return [*earlier, config]
+
+
+def soup_members(config: dict[str, Any]) -> list[tuple[str, float, dict[str, Any]]]:
+    """(label, share, configuration) of each run averaged into the weights or the outputs.
+
+    One unlabelled run when neither ``dialogue_ranker.training.interpolate --with`` blended others in nor
+    ``--ensemble-with`` added one; else A (the ``--run``), B, C...
+    """
+    blend = (
+        (config.get("interpolation") or {}).get("with") or (config.get("ensemble") or {}).get("with") or []
+    )
+    if not blend:
+        return [("", 1.0, config)]
+    rest = 1.0 - sum(m["weight"] for m in blend)
+    # A member recorded before interpolate kept its configuration lists no stages of its own.
+    members = [(rest, config)] + [(m["weight"], m.get("config") or {"data": []}) for m in blend]
+    return [(chr(ord("A") + i), share, c) for i, (share, c) in enumerate(members)]
+
+
+def continued_from_soup(config: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The soup (or output ensemble) a run's stages continued from, and those later stages in order.
+
+    ``(config, [])`` for a run that is itself a soup, or that no soup is under. The distilled
+    ranker (``dialogue_ranker.training.train --init <soup> --teacher ...``) is one stage after its soup.
+    """
+    after: list[dict[str, Any]] = []
+    current = config
+    while not (current.get("interpolation") or current.get("ensemble")):
+        earlier = (current.get("init") or {}).get("config")
+        if not earlier:
+            return config, []
+        after.insert(0, current)
+        current = earlier
+    return current, after
+
+
+def stage_rows(config: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(stage label, stage configuration) of every run in the weights, first stage first.
+
+    ``1``, ``2`` for one run; ``A1``, ``A2``, ``B1``... for a soup, then ``S1``... for the stages
+    trained on from it.
+    """
+    soup, after = continued_from_soup(config)
+    return [
+        (f"{label}{n}", stage)
+        for label, _, member in soup_members(soup)
+        for n, stage in enumerate(training_stages(member), start=1)
+        if "data" in stage and stage["data"]
+    ] + [(f"S{n}", stage) for n, stage in enumerate(after, start=1) if stage.get("data")]
+
+
+def has_stages(config: dict[str, Any]) -> bool:
+    """Whether a run had several stages (or continued from a soup): the card explains the labels."""
+    members = soup_members(config)
+    return any(len(training_stages(m)) > 1 for _, _, m in members) or bool(continued_from_soup(config)[1])
