@@ -29,6 +29,7 @@ COMMANDS: dict[str, Command] = {
     "recipe": Command("dialogue_ranker.recipes.cli", "run a training recipe (TOML), stage by stage"),
     "export": Command("dialogue_ranker.export.__main__", "export a run to a served bundle (ONNX)"),
     "export-hf": Command("dialogue_ranker.export.hf", "export a Hugging Face cross-encoder to a bundle"),
+    "samples": Command("dialogue_ranker.export.samples", "add sample sequences with fp32 logits to a bundle"),
     "card": Command("dialogue_ranker.export.card", "write a bundle's model card from its files"),
     "evaluate": Command("dialogue_ranker.training.evaluate_run", "evaluate a bundle (or a run) per domain"),
     "evaluate-sugar": Command("dialogue_ranker.evaluation.sugar_protocol", "SUGAR by the paper's protocol"),

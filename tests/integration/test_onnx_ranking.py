@@ -56,8 +56,11 @@ SUGAR_LIKE = [
 
 
 def settings(model_dir: Path, **overrides) -> Settings:
+    # ONNX Runtime forced: --backend auto (the default) may serve another runtime on this CPU, and
+    # two services of one test could then differ by their runtimes' rounding.
     threads = int(os.environ.get("RANKER_TEST_THREADS", "1"))
-    return Settings(model=model_dir, **{"onnx": {"intra_op_threads": threads}, **overrides})
+    defaults = {"backend": "onnx", "onnx": {"intra_op_threads": threads}}
+    return Settings(model=model_dir, **{**defaults, **overrides})
 
 
 async def test_the_real_model_ranks_a_situated_request(model_dir: Path) -> None:

@@ -13,7 +13,7 @@ def test_defaults_point_into_the_repository() -> None:
     settings = Settings()
     assert settings.served_models() == [(None, REPO_ROOT / "models" / "dialogue-minilm-l6")]
     assert settings.guidelines.is_file()
-    assert (settings.host, settings.port, settings.backend) == ("127.0.0.1", 8000, "onnx")
+    assert (settings.host, settings.port, settings.backend) == ("127.0.0.1", 8000, "auto")
 
 
 def test_environment_variables_set_nested_fields(monkeypatch: pytest.MonkeyPatch) -> None:

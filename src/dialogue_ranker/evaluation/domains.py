@@ -41,7 +41,13 @@ import numpy as np
 from dialogue_ranker.data.ranking_data import RankingList, exit_on_data_error, read_lists
 from dialogue_ranker.evaluation import metrics
 from dialogue_ranker.evaluation.grouping import score_grouped
-from dialogue_ranker.evaluation.scoring import score, score_lists, session
+from dialogue_ranker.evaluation.scoring import (
+    add_backend_arguments,
+    runtime_label,
+    score,
+    score_lists,
+    session,
+)
 from dialogue_ranker.serving.list_encoding import ListEncoder
 from dialogue_ranker.serving.model_bundle import ModelBundle, load_bundle
 from dialogue_ranker.serving.selection import choose_statements
@@ -85,12 +91,18 @@ def within_context_auc(
 class ListScorer:
     """Calibrated scores of ranking lists with a bundle's graphs, selector first."""
 
-    def __init__(self, bundle: ModelBundle, *, threads: int = 2) -> None:
+    def __init__(
+        self, bundle: ModelBundle, *, threads: int = 2, backend: str = "onnx", precision: str = "auto"
+    ) -> None:
         self.bundle = bundle
         self.batch_size = bundle.serving_sub_batch_pairs or 16
-        self.ranker = session(bundle.ranker.path, threads=threads)
+        self.ranker = session(bundle.ranker.path, threads=threads, backend=backend, precision=precision)
         self.encoder = bundle.pair_encoder()
-        self.selector = session(bundle.selector.model.path, threads=threads) if bundle.selector else None
+        self.selector = (
+            session(bundle.selector.model.path, threads=threads, backend=backend, precision=precision)
+            if bundle.selector
+            else None
+        )
         self.selector_encoder = bundle.selector_encoder()
 
     def statements(self, lists: Sequence[RankingList]) -> list[list[str]]:
@@ -240,6 +252,7 @@ def main(
         help="with --run: score multi-turn lists with the last-turn view too, as a bundle exported with "
         "this weight would (a bundle's own weight is in its metadata)",
     )
+    add_backend_arguments(parser)
     parser.add_argument("--out", type=Path, help="also write the JSON results here")
     args = parser.parse_args(argv)
     if args.run and run_scorer is None:
@@ -258,7 +271,8 @@ def main(
         model_id, threshold = f"run {args.run}", scorer.threshold
     else:
         bundle = load_bundle(args.model)
-        scorer, model_id, threshold = ListScorer(bundle), bundle.model_id, bundle.threshold
+        scorer = ListScorer(bundle, backend=args.backend, precision=args.precision)
+        model_id, threshold = runtime_label(bundle.model_id, args), bundle.threshold
     results = {name: evaluate(x, scorer.probabilities(x), threshold) for name, x in chosen.items()}
     print(json.dumps(results, indent=2))
     table = markdown(model_id, results)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import random
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 
 from dialogue_ranker.serving import context_views
+from dialogue_ranker.serving.backends.openvino import Precision, compile_graph, resolve_precision
 from dialogue_ranker.serving.calibration import Calibrator
 from dialogue_ranker.serving.list_encoding import EncodedList, ListEncoder
 from dialogue_ranker.serving.tokenization import EncodedPair, PairEncoder
@@ -18,13 +21,79 @@ from dialogue_ranker.serving.tokenization import EncodedPair, PairEncoder
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def session(path: str | Path, *, threads: int = 2, providers: Sequence[str] = ("CPUExecutionProvider",)):
-    """An ONNX Runtime session the way the service opens one (sequential, fixed threads)."""
+def session(
+    path: str | Path,
+    *,
+    threads: int = 2,
+    providers: Sequence[str] = ("CPUExecutionProvider",),
+    backend: str = "onnx",
+    precision: str = "auto",
+):
+    """An ONNX Runtime session the way the service opens one (sequential, fixed threads).
+
+    ``backend="openvino"``: the graph compiled by OpenVINO at ``precision`` (``auto``: bf16 where
+    the CPU has native bf16), behind the same ``run`` / ``get_inputs`` / ``get_outputs`` calls.
+    """
+    if backend == "openvino":
+        return OpenVinoSession(Path(path), precision=resolve_precision(precision), threads=threads)
+    if backend != "onnx":
+        raise ValueError(f"unknown backend {backend!r} (onnx or openvino)")
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     return ort.InferenceSession(str(path), options, providers=list(providers))
+
+
+@dataclass(frozen=True)
+class _Port:
+    name: str
+
+
+class OpenVinoSession:
+    """The serving OpenVINO backend's compiled graph, called as the evaluation calls ONNX Runtime."""
+
+    def __init__(self, path: Path, *, precision: Precision, threads: int) -> None:
+        self.precision = precision
+        self._compiled = compile_graph(path, precision=precision, streams=1, threads=threads)
+        self._request = self._compiled.create_infer_request()
+
+    def get_inputs(self) -> list[_Port]:
+        """The graph's inputs (``.name`` of each)."""
+        return [_Port(port.get_any_name()) for port in self._compiled.inputs]
+
+    def get_outputs(self) -> list[_Port]:
+        """The graph's outputs (``.name`` of each)."""
+        return [_Port(port.get_any_name()) for port in self._compiled.outputs]
+
+    def run(self, output_names: Sequence[str] | None, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """The named outputs (all when None) for ``feeds``, as ONNX Runtime's ``run`` returns them."""
+        out = self._request.infer(feeds)
+        names = output_names or [p.name for p in self.get_outputs()]
+        return [np.array(out[name], copy=True) for name in names]
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--backend`` and ``--precision``: which in-process runtime scores a bundle's graphs."""
+    parser.add_argument(
+        "--backend",
+        choices=("onnx", "openvino"),
+        default="onnx",
+        help="score with ONNX Runtime (default) or OpenVINO, as `ranker serve --backend` would",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=("auto", "bf16", "f32"),
+        default="auto",
+        help="with --backend openvino: auto is bf16 where the CPU has native bf16, else f32",
+    )
+
+
+def runtime_label(model_id: str, args: argparse.Namespace) -> str:
+    """``model_id``, with the runtime when it is not ONNX Runtime: ``name@1.0 (openvino, bf16)``."""
+    if args.backend == "onnx":
+        return model_id
+    return f"{model_id} (openvino, {resolve_precision(args.precision)})"
 
 
 def run_batch(sess: ort.InferenceSession, encoder: PairEncoder, pairs: Sequence[EncodedPair]) -> np.ndarray:

@@ -26,7 +26,13 @@ from dialogue_ranker.data.sugar import ATTRIBUTION, SugarExample, load_sugar, se
 from dialogue_ranker.evaluation import metrics
 from dialogue_ranker.evaluation.domains import group_split
 from dialogue_ranker.evaluation.grouping import score_grouped
-from dialogue_ranker.evaluation.scoring import score, score_sequences, session
+from dialogue_ranker.evaluation.scoring import (
+    add_backend_arguments,
+    runtime_label,
+    score,
+    score_sequences,
+    session,
+)
 from dialogue_ranker.serving.model_bundle import ModelBundle, load_bundle
 from dialogue_ranker.serving.selection import choose_statements
 
@@ -82,14 +88,17 @@ class Evaluator:
         ranker_file: Path | None = None,
         threads: int = 2,
         batch_size: int | None = None,
+        backend: str = "onnx",
+        precision: str = "auto",
     ) -> None:
         self.bundle = bundle
         # Score as the service does: a model whose scores depend on batch-mates (dynamic int8)
         # is served one pair per call, and must be evaluated so too.
         self.batch_size = batch_size or bundle.serving_sub_batch_pairs or 16
-        self.ranker = session(ranker_file or bundle.ranker.path, threads=threads)
+        runtime = {"threads": threads, "backend": backend, "precision": precision}
+        self.ranker = session(ranker_file or bundle.ranker.path, **runtime)
         self.encoder = bundle.pair_encoder()
-        self.selector = session(bundle.selector.model.path, threads=threads) if bundle.selector else None
+        self.selector = session(bundle.selector.model.path, **runtime) if bundle.selector else None
         self.selector_encoder = bundle.selector_encoder()
 
     def selector_logits(self, examples: Sequence[SugarExample], setting: str) -> list[np.ndarray]:
@@ -223,6 +232,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--record", action="store_true", help="store results in metadata.json")
+    add_backend_arguments(p)
     args = p.parse_args(argv)
 
     examples = load_sugar(args.data)
@@ -246,6 +256,8 @@ def main(argv: list[str] | None = None) -> dict:
         ranker_file=Path(args.ranker_file) if args.ranker_file else None,
         threads=args.threads,
         batch_size=args.batch_size,
+        backend=args.backend,
+        precision=args.precision,
     )
     wanted = set(args.rows.split(",")) if args.rows else None
     results: dict = {
@@ -253,7 +265,7 @@ def main(argv: list[str] | None = None) -> dict:
         "tfidf": {},
         "examples": len(examples),
         "split": args.split,
-        "model_id": bundle.model_id,
+        "model_id": runtime_label(bundle.model_id, args),
     }
     started = time.time()
     vectorizer = fit_tfidf(train)
@@ -268,7 +280,10 @@ def main(argv: list[str] | None = None) -> dict:
     print(json.dumps(results, indent=2))
     out_md = Path(args.out_md or Path(args.model) / f"eval-{args.split}.md")
     out_md.write_text(
-        markdown(results, title=f"{bundle.model_id} on SUGAR, {args.split} split ({len(examples)} examples)")
+        markdown(
+            results,
+            title=f"{results['model_id']} on SUGAR, {args.split} split ({len(examples)} examples)",
+        )
     )
     print(f"wrote {out_md}")
     if args.record:

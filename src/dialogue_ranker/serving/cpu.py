@@ -13,6 +13,10 @@ import os
 from pathlib import Path
 
 CGROUP = Path("/sys/fs/cgroup")
+CPUINFO = Path("/proc/cpuinfo")
+#: CPU flags (as /proc/cpuinfo spells them) of native bf16 arithmetic: AVX-512 BF16 dot products,
+#: or AMX tiles. Without one a bf16 graph is emulated or converted back to fp32: no faster.
+NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 #: The most concurrent backend calls a batcher runs by default (the setting's own upper bound).
 MAX_WORKERS = 64
 
@@ -71,3 +75,19 @@ def serial_tokenizers() -> None:
     request either way). The threads sized above are the only ones the service means to run.
     """
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def cpu_flags(cpuinfo: Path = CPUINFO) -> frozenset[str]:
+    """The first processor's flags in ``/proc/cpuinfo`` (empty where it cannot be read)."""
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("flags"):
+                return frozenset(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def native_bf16(flags: frozenset[str] | None = None) -> bool:
+    """True when the CPU computes in bf16 natively (AVX-512 BF16 or AMX)."""
+    return bool(NATIVE_BF16_FLAGS & (cpu_flags() if flags is None else flags))

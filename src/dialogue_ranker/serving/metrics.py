@@ -196,7 +196,13 @@ class Metrics:
             ["model", "outcome"],
             registry=r,
         )
-        self.model_info = Info(f"{p}_model", "Each served model's bundle and backend.", ["model"], registry=r)
+        self.model_info = Info(
+            f"{p}_model",
+            "Each served model's bundle and backend: its precision, how it was chosen (auto or forced), "
+            "why, and the candidates per second each runtime scored at start.",
+            ["model"],
+            registry=r,
+        )
 
     def generator_label(self, generator: str | None) -> str:
         """The label value for a generator name: itself if configured, else ``other``/``none``."""

@@ -12,7 +12,9 @@ A bundle directory holds:
 - ``views`` (optional): ``{"last_turn_weight": 0.5}`` scores a multi-turn request a second time
   with its last turn alone and averages the logits; ``prior_weight`` and ``prior_centre`` add a
   third view, the candidates with no context (:mod:`dialogue_ranker.serving.context_views`);
-- the ONNX file(s) and ``tokenizer.json``.
+- the ONNX file(s) and ``tokenizer.json``; a graph's ``samples`` names its sample sequences
+  (``samples.json``: a few dev requests and their fp32 logits, see :mod:`dialogue_ranker.serving.samples`),
+  which ``--backend auto`` checks each runtime against.
 
 The export CLI (``ranker export``) writes bundles; this module only reads them.
 """
@@ -51,6 +53,12 @@ class OnnxModelSpec:
     role: str = "ranker"
     #: The bundle's tokenizer (the fake backend's poison text is matched as these token ids).
     tokenizer_path: Path | None = None
+    #: The graph's weights' precision, first word of its metadata ``precision`` (``int8``, ``fp32``).
+    precision: str = "fp32"
+    #: Sample sequences with their fp32 logits (``samples.json``), which ``--backend auto`` checks.
+    samples: Path | None = None
+    #: The map from this graph's logits to probabilities (auto compares calibrated scores).
+    calibration: Calibrator = Calibrator.identity()
 
 
 @dataclass(frozen=True)
@@ -131,6 +139,7 @@ def _onnx_spec(
     *,
     default_max_length: int,
     tokenizer: Path,
+    calibration: dict[str, Any],
     role: str = "ranker",
 ) -> OnnxModelSpec:
     return OnnxModelSpec(
@@ -140,6 +149,9 @@ def _onnx_spec(
         max_length=int(spec.get("max_length", default_max_length)),
         role=role,
         tokenizer_path=tokenizer,
+        precision=(str(spec.get("precision") or "fp32").split() or ["fp32"])[0],
+        samples=_require_file(directory, spec["samples"]) if spec.get("samples") else None,
+        calibration=Calibrator.from_dict(calibration),
     )
 
 
@@ -155,7 +167,13 @@ def load_bundle(directory: str | Path) -> ModelBundle:
         meta = json.loads(meta_path.read_text())
         max_length = int(meta["max_length"])
         tokenizer = _require_file(directory, meta.get("tokenizer", "tokenizer.json"))
-        ranker = _onnx_spec(directory, meta["ranker"], default_max_length=max_length, tokenizer=tokenizer)
+        ranker = _onnx_spec(
+            directory,
+            meta["ranker"],
+            default_max_length=max_length,
+            tokenizer=tokenizer,
+            calibration=meta["calibration"],
+        )
         selector = None
         if meta.get("selector"):
             sel = meta["selector"]
@@ -165,6 +183,7 @@ def load_bundle(directory: str | Path) -> ModelBundle:
                     sel,
                     default_max_length=int(sel.get("max_length", 96)),
                     tokenizer=tokenizer,
+                    calibration=sel["calibration"],
                     role="selector",
                 ),
                 calibration=Calibrator.from_dict(sel["calibration"]),

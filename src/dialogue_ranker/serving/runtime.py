@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from opentelemetry import trace
 
-from dialogue_ranker.serving.backends import AnyBackend, build_backend, is_remote
+from dialogue_ranker.serving.backends import AnyBackend, BackendChoice, build_backend, choice_of, is_remote
 from dialogue_ranker.serving.batching import Batcher, DirectScorer, Scorer
 from dialogue_ranker.serving.cpu import serial_tokenizers
 from dialogue_ranker.serving.encoding import OffLoopEncoder
@@ -58,6 +58,11 @@ class ServedModel:
     def backend_name(self) -> str:
         """The ranker's backend name."""
         return self.backends[0].name
+
+    @property
+    def backend_choice(self) -> BackendChoice:
+        """How the ranker's backend was chosen (``--backend auto``) or forced, and what was measured."""
+        return choice_of(self.backends[0])
 
 
 @dataclass
@@ -152,13 +157,17 @@ class Runtime:
                     backends.extend(starter.backends)
                     batchers.extend(starter.batchers)
                 models[name] = served
+                choice = served.backend_choice
                 metrics.model_info.labels(name).info(
                     {"name": bundle.name, "version": bundle.version, "backend": served.backend_name,
-                     "selector": str(served.ranker.selector is not None).lower()}
+                     "selector": str(served.ranker.selector is not None).lower(),
+                     "precision": choice.precision, "backend_selection": choice.mode,
+                     "backend_reason": choice.reason, "backend_rates": choice.rates()}
                 )  # fmt: skip
                 logger.info(
-                    "model ready name=%s model=%s backend=%s selector=%s",
-                    name, bundle.model_id, served.backend_name, served.ranker.selector is not None,
+                    "model ready name=%s model=%s backend=%s precision=%s selector=%s",
+                    name, bundle.model_id, served.backend_name, choice.precision,
+                    served.ranker.selector is not None,
                 )  # fmt: skip
             aliases = _checked_aliases(settings.model_aliases(), models)
         except BaseException:

@@ -24,7 +24,10 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_MODEL_DIR = REPO_ROOT / "models" / "dialogue-minilm-l6"
 DEFAULT_GUIDELINES = Path(__file__).resolve().parent / "assets" / "guidelines.json"
 
-BackendName = Literal["onnx", "triton", "fake"]
+BackendName = Literal["auto", "onnx", "openvino", "triton", "fake"]
+#: The runtimes ``--backend auto`` may try beside ONNX Runtime.
+AutoRuntime = Literal["openvino-bf16", "openvino-f32"]
+AUTO_RUNTIMES: tuple[AutoRuntime, ...] = ("openvino-bf16", "openvino-f32")
 #: A served model's name: what requests and metrics call it.
 _MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -157,6 +160,69 @@ class OnnxSettings(BaseModel):
     inter_op_threads: int = Field(1, ge=0, description="Threads across graph nodes (0: ONNX Runtime picks).")
 
 
+class OpenVinoSettings(BaseModel):
+    """The embedded OpenVINO backend (the ``openvino`` extra)."""
+
+    precision: Literal["auto", "bf16", "f32"] = Field(
+        "auto",
+        description="INFERENCE_PRECISION_HINT of the graph's unquantized parts (attention, layer norms): "
+        "auto is bf16 where the CPU computes bf16 natively (AVX-512 BF16 or AMX), f32 elsewhere.",
+    )
+    streams: int = Field(
+        0, ge=0, le=MAX_WORKERS, description="OpenVINO streams: calls that run at once (0: the quota's CPUs)."
+    )
+    threads_per_stream: int = Field(1, ge=1, le=MAX_WORKERS, description="Threads of each stream.")
+    solo_threads: int = Field(
+        0,
+        ge=0,
+        description="Threads for a call that starts while no other call runs on its graph, so a lone "
+        "request gets the whole CPU quota (0: the container's CPUs). It is a second compilation of the "
+        "graph; set it to threads-per-stream (or lower) to keep one.",
+    )
+    dynamic_quantization_group_size: int | None = Field(
+        None,
+        ge=0,
+        description="Activations of the int8 matrix products are quantized per token in groups of this "
+        "many values (0: not quantized, the products run at the precision hint; unset: OpenVINO's "
+        "default, 32).",
+    )
+
+
+class AutoSettings(BaseModel):
+    """``--backend auto``: each in-process runtime and precision is tried at start; the fastest serves.
+
+    Each candidate (ONNX Runtime; OpenVINO in bf16 where the CPU has native bf16, and in f32)
+    scores the bundle's sample sequences (``samples.json``, written by the export with their fp32
+    logits); one whose calibrated scores stray from the fp32 reference past the tolerance is
+    refused; the rest are timed for ``probe_s`` each with the batcher's concurrent calls, and the
+    one that scored the most candidates per second serves.
+    """
+
+    probe_s: float = Field(
+        0.6, gt=0.0, le=30.0, description="How long each candidate runtime is timed on the sample sequences."
+    )
+    min_top1_agreement: float = Field(
+        0.9,
+        ge=0.0,
+        le=1.0,
+        description="A runtime is accepted only when, on at least this share of the sample sequences, its "
+        "best-scored candidate is the fp32 reference's.",
+    )
+    max_mean_abs_diff: float = Field(
+        0.01,
+        ge=0.0,
+        le=1.0,
+        description="A runtime is accepted only when its calibrated scores differ from the fp32 "
+        "reference's by at most this much on average over the sample candidates.",
+    )
+    runtimes: list[AutoRuntime] = Field(
+        default_factory=lambda: list(AUTO_RUNTIMES),
+        description="The candidates beside ONNX Runtime (always tried at the graph's own precision, and "
+        "what serves when no candidate is within tolerance): openvino-bf16 is tried only where the CPU "
+        "has native bf16, OpenVINO only where it is installed.",
+    )
+
+
 class TritonSettings(BaseModel):
     """The Triton backend: a remote NVIDIA Triton Inference Server reached over gRPC.
 
@@ -253,7 +319,12 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="Address to listen on.")
     port: int = Field(8000, ge=0, le=65535, description="Port to listen on.")
-    backend: BackendName = Field("onnx", description="Inference backend (`onnx`, `triton` or `fake`).")
+    backend: BackendName = Field(
+        "auto",
+        description="Inference backend: `auto` (the fastest in-process runtime whose scores on the bundle's "
+        "sample sequences are within tolerance of fp32, measured at start; see the auto group), `onnx` "
+        "(ONNX Runtime), `openvino`, `triton` or `fake`.",
+    )
     model: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: [str(DEFAULT_MODEL_DIR)],
         description="A model bundle directory (holds metadata.json), or NAME=DIR to serve it under NAME "
@@ -289,6 +360,8 @@ class Settings(BaseSettings):
     server: ServerSettings = Field(default_factory=ServerSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     onnx: OnnxSettings = Field(default_factory=OnnxSettings)
+    openvino: OpenVinoSettings = Field(default_factory=OpenVinoSettings)
+    auto: AutoSettings = Field(default_factory=AutoSettings)
     triton: TritonSettings = Field(default_factory=TritonSettings)
     triton_url: str | None = Field(
         None, description="Shorthand for --triton.url (the flag the deployment docs name)."

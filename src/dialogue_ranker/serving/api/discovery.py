@@ -18,6 +18,31 @@ class GuidelinesOut(BaseModel):
     intents: dict[str, list[str]] = Field(description="Intent -> the agent actions it allows (sorted).")
 
 
+class BackendTrialOut(BaseModel):
+    """One runtime that ``--backend auto`` tried at start."""
+
+    runtime: str = Field(description="`onnx` (ONNX Runtime) or `openvino`.")
+    precision: str = Field(description="`bf16` or `f32` for OpenVINO; the graph's own for ONNX Runtime.")
+    accepted: bool = Field(description="Whether its scores were within tolerance of the fp32 reference.")
+    note: str = Field(description="Why it was refused or not tried (empty when accepted).")
+    candidates_per_s: float | None = Field(description="Sample candidates scored per second at start.")
+    top1_agreement: float | None = Field(
+        description="Share of sample sequences whose best candidate is the fp32 reference's."
+    )
+    mean_abs_diff: float | None = Field(description="Mean absolute difference of its calibrated scores.")
+    max_abs_diff: float | None = Field(description="Largest absolute difference of its calibrated scores.")
+
+
+class BackendChoiceOut(BaseModel):
+    """Which runtime scores the ranker, and why."""
+
+    mode: Literal["auto", "forced"] = Field(description="`auto`: measured at start; `forced`: by --backend.")
+    backend: str
+    precision: str
+    reason: str
+    trials: list[BackendTrialOut] = Field(description="Each runtime auto tried, in order (none when forced).")
+
+
 class ModelOut(BaseModel):
     """One served model (OpenAI's model-list entry, plus what ranking clients need)."""
 
@@ -32,6 +57,8 @@ class ModelOut(BaseModel):
     model: str = Field(description="name@version of the bundle.")
     version: str
     backend: str
+    precision: str = Field(description="What the backend computes in: `bf16`, `f32`, the graph's (`int8`).")
+    backend_choice: BackendChoiceOut
     max_length: int = Field(description="Most tokens in one (context + statements, candidate) pair.")
     calibration: dict[str, Any] = Field(description="How logits become scores (method and parameters).")
     threshold: float = Field(description="Default abstention threshold on the calibrated score.")
@@ -67,6 +94,8 @@ def _describe(served: ServedModel, *, default: bool, alias: str | None = None) -
         model=bundle.model_id,
         version=bundle.version,
         backend=served.backend_name,
+        precision=served.backend_choice.precision,
+        backend_choice=BackendChoiceOut.model_validate(served.backend_choice.to_dict()),
         max_length=bundle.ranker.max_length,
         calibration=bundle.calibration.to_dict(),
         threshold=bundle.threshold,

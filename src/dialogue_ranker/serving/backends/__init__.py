@@ -1,5 +1,15 @@
-"""Inference backends: ONNX Runtime in process, a remote Triton server, and a deterministic fake."""
+"""Inference backends: ONNX Runtime and OpenVINO in process, Triton remotely, a deterministic fake."""
 
-from dialogue_ranker.serving.backends.base import AnyBackend, Backend, RemoteBackend, build_backend, is_remote
+from dialogue_ranker.serving.backends.auto import BackendChoice, choice_of
+from dialogue_ranker.serving.backends.base import AnyBackend, Backend, RemoteBackend, is_remote
+from dialogue_ranker.serving.backends.factory import build_backend
 
-__all__ = ["AnyBackend", "Backend", "RemoteBackend", "build_backend", "is_remote"]
+__all__ = [
+    "AnyBackend",
+    "Backend",
+    "BackendChoice",
+    "RemoteBackend",
+    "build_backend",
+    "choice_of",
+    "is_remote",
+]

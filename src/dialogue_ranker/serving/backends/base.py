@@ -2,8 +2,8 @@
 
 A backend knows nothing of HTTP, requests or batching policy. Two kinds exist:
 
-- :class:`Backend` (``onnx``, ``fake``): blocking calls; the batcher groups pairs from concurrent
-  requests and runs the calls on an executor thread, never on the event loop.
+- :class:`Backend` (``onnx``, ``openvino``, ``fake``): blocking calls; the batcher groups pairs
+  from concurrent requests and runs the calls on an executor thread, never on the event loop.
 - :class:`RemoteBackend` (``triton``): a server with a dynamic batcher of its own; its calls are
   coroutines awaited on the event loop, and the gateway does not batch for it (no double queueing
   delay: see :class:`~dialogue_ranker.serving.batching.DirectScorer`).
@@ -12,18 +12,17 @@ A backend knows nothing of HTTP, requests or batching policy. Two kinds exist:
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 from typing_extensions import TypeIs
 
-from dialogue_ranker.serving.cpu import available_cpus, intra_op_threads
 from dialogue_ranker.serving.list_encoding import ListBatch
 from dialogue_ranker.serving.tokenization import Batch
 
-if TYPE_CHECKING:
-    from dialogue_ranker.serving.model_bundle import OnnxModelSpec
-    from dialogue_ranker.serving.settings import Settings
+#: A one-pair probe for the health checks: small ids are inside any vocabulary.
+_PROBE_IDS = np.array([[1, 5, 2, 6, 2]], dtype=np.int64)
 
 
 @runtime_checkable
@@ -88,44 +87,15 @@ def is_remote(backend: AnyBackend) -> TypeIs[RemoteBackend]:
     return inspect.iscoroutinefunction(backend.infer)
 
 
-def build_backend(settings: Settings, spec: OnnxModelSpec) -> AnyBackend:
-    """The backend named by ``settings.backend`` for one ONNX graph of the bundle."""
-    if settings.backend == "onnx":
-        from dialogue_ranker.serving.backends.onnx import OnnxBackend
-
-        return OnnxBackend(
-            spec,
-            intra_op_threads=settings.onnx.intra_op_threads or intra_op_threads(settings.batching.workers),
-            inter_op_threads=settings.onnx.inter_op_threads,
-            solo_threads=settings.onnx.solo_threads or available_cpus(),
-        )
-    if settings.backend == "fake":
-        from dialogue_ranker.serving.backends.fake import FakeBackend, poison_ids
-
-        fake = settings.fake
-        return FakeBackend(
-            latency_s=fake.latency_s,
-            fail_every_n_batches=fake.fail_every_n_batches,
-            fail_on_ids=poison_ids(fake.fail_on_text, spec.tokenizer_path) if fake.fail_on_text else (),
-        )
-    from dialogue_ranker.serving.backends.triton import TritonBackend
-
-    triton = settings.triton
-    return TritonBackend(
-        url=triton.url,
-        model_name=triton.selector_model if spec.role == "selector" else triton.ranker_model,
-        input_names=spec.input_names,
-        output_name=spec.output_name,
-        timeout_s=triton.timeout_s,
-        health_timeout_s=triton.health_timeout_s,
-        length_buckets=_buckets_within(triton.length_buckets, spec.max_length),
-        max_batch_pairs=triton.max_batch_pairs,
-    )
-
-
-def _buckets_within(buckets: list[int], max_length: int) -> tuple[int, ...]:
-    # Pairs never pass the model's length limit, so it is the last bucket. A shared-prefix sequence
-    # holding several candidates can: it is sent at its own length (scored right, batched less).
-    if not buckets:
-        return ()
-    return (*(b for b in buckets if b < max_length), max_length)
+def probe_batch(input_names: Sequence[str]) -> Batch | ListBatch:
+    """One short pair (or a 3-token prefix and one candidate for a shared-prefix graph)."""
+    if "segment_ids" in input_names:
+        segments = np.array([[0, 0, 0, 1, 1]], dtype=np.int64)
+        positions = np.array([[0, 1, 2, 3, 4]], dtype=np.int64)
+        # With the similarity term: the same five tokens as two blocks (turn, candidate).
+        similarity = None
+        if "similarity_segment_ids" in input_names:
+            similarity = (_PROBE_IDS, np.array([[0, 1, 2, 0, 1]], dtype=np.int64), segments)
+        return ListBatch(_PROBE_IDS, segments.clip(0, 1), positions, segments, 5, similarity)
+    ones = np.ones_like(_PROBE_IDS)
+    return Batch(_PROBE_IDS, ones, np.zeros_like(_PROBE_IDS), real_tokens=int(ones.sum()))

@@ -8,15 +8,13 @@ import threading
 import numpy as np
 import onnxruntime as ort
 
+from dialogue_ranker.serving.backends.base import probe_batch
 from dialogue_ranker.serving.errors import BackendError, BackendUnavailable
 from dialogue_ranker.serving.list_encoding import ListBatch
 from dialogue_ranker.serving.model_bundle import OnnxModelSpec
 from dialogue_ranker.serving.tokenization import Batch
 
 logger = logging.getLogger(__name__)
-
-# A one-pair probe for the health check: small ids are inside any vocabulary.
-_PROBE_IDS = np.array([[1, 5, 2, 6, 2]], dtype=np.int64)
 
 
 class OnnxBackend:
@@ -33,6 +31,8 @@ class OnnxBackend:
         solo_threads: int | None = None,
     ) -> None:
         self.spec = spec
+        #: ONNX Runtime computes at the graph's own precision (int8 weights and activations: ``int8``).
+        self.precision = spec.precision
         self.intra_op_threads = intra_op_threads
         self.inter_op_threads = inter_op_threads
         # A call that starts while no other runs may use the whole CPU quota: a lone request then
@@ -80,17 +80,7 @@ class OnnxBackend:
         self._session = self._solo_session = None
 
     def _probe(self) -> Batch | ListBatch:
-        """One short pair (or a 3-token prefix and one candidate for a shared-prefix graph)."""
-        if "segment_ids" in self.spec.input_names:
-            segments = np.array([[0, 0, 0, 1, 1]], dtype=np.int64)
-            positions = np.array([[0, 1, 2, 3, 4]], dtype=np.int64)
-            # With the similarity term: the same five tokens as two blocks (turn, candidate).
-            similarity = None
-            if "similarity_segment_ids" in self.spec.input_names:
-                similarity = (_PROBE_IDS, np.array([[0, 1, 2, 0, 1]], dtype=np.int64), segments)
-            return ListBatch(_PROBE_IDS, segments.clip(0, 1), positions, segments, 5, similarity)
-        ones = np.ones_like(_PROBE_IDS)
-        return Batch(_PROBE_IDS, ones, np.zeros_like(_PROBE_IDS), real_tokens=int(ones.sum()))
+        return probe_batch(self.spec.input_names)
 
     def health(self) -> bool:
         """Run a one-pair probe."""

@@ -1,0 +1,220 @@
+"""The OpenVINO backend and ``--backend auto`` on the real model, beside ONNX Runtime.
+
+Skipped where ``openvino`` is not installed (it is an optional extra); the tests that simulate an
+install without it, or a CPU without native bf16, run everywhere.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import serve_in_process
+from test_onnx_ranking import SUGAR_LIKE
+
+from dialogue_ranker.serving.app import create_app
+from dialogue_ranker.serving.backends import factory
+from dialogue_ranker.serving.backends import openvino as openvino_module
+from dialogue_ranker.serving.backends.onnx import OnnxBackend
+from dialogue_ranker.serving.backends.openvino import OpenVinoBackend, openvino_available
+from dialogue_ranker.serving.errors import BackendUnavailable
+from dialogue_ranker.serving.list_encoding import ListEncoder
+from dialogue_ranker.serving.model_bundle import load_bundle
+from dialogue_ranker.serving.samples import agreement, load_samples
+from dialogue_ranker.serving.settings import Settings
+from dialogue_ranker.serving.tokenization import Turn
+
+pytestmark = pytest.mark.integration
+needs_openvino = pytest.mark.skipif(not openvino_available(), reason="openvino is not installed")
+
+#: The stated guarantees (docs/guides/backends.md): a calibrated score moves at most this much
+#: with its batch-mates, and differs from ONNX Runtime's by at most this much on one request.
+BATCH_INVARIANCE = 0.01
+PARITY = 0.05
+
+
+async def rank_all(settings: Settings) -> tuple[list[dict], dict]:
+    async with serve_in_process(create_app(settings)) as client:
+        bodies = [(await client.post("/rank", json=r)).json() for r in SUGAR_LIKE]
+        listed = (await client.get("/v1/models")).json()["data"][0]
+    return bodies, listed
+
+
+def scores(body: dict) -> dict[str, float]:
+    return {r["id"]: r["score"] for r in body["ranking"]}
+
+
+@needs_openvino
+@pytest.mark.parametrize("precision", ["bf16", "f32"])
+async def test_openvino_ranks_real_requests_as_onnx_runtime_does(model_dir: Path, precision: str) -> None:
+    onnx, _ = await rank_all(Settings(backend="onnx", model=model_dir, onnx={"intra_op_threads": 1}))
+    ov, listed = await rank_all(
+        Settings(backend="openvino", model=model_dir, openvino={"precision": precision})
+    )
+    assert (listed["backend"], listed["precision"], listed["backend_choice"]["mode"]) == (
+        "openvino",
+        precision,
+        "forced",
+    )
+    for a, b in zip(onnx, ov, strict=True):
+        sa, sb = scores(a), scores(b)
+        assert max(abs(sa[k] - sb[k]) for k in sa) <= PARITY
+        # The same best candidate, unless ONNX Runtime's first two are a near tie (the park request's
+        # seven replies differ by one number).
+        first, second = (r["score"] for r in a["ranking"][:2]) if len(sa) > 1 else (1.0, 0.0)
+        if first - second > 0.02:
+            assert a["ranking"][0]["id"] == b["ranking"][0]["id"]
+
+
+@needs_openvino
+@pytest.mark.parametrize("precision", ["bf16", "f32"])
+def test_openvino_is_within_tolerance_of_fp32_on_the_bundles_samples(model_dir: Path, precision: str) -> None:
+    bundle = load_bundle(model_dir)
+    if bundle.ranker.samples is None:
+        pytest.skip("the bundle has no samples.json (ranker samples adds it)")
+    samples = load_samples(bundle.ranker.samples)
+    backends = {
+        "onnx": OnnxBackend(bundle.ranker),
+        "openvino": OpenVinoBackend(bundle.ranker, precision=precision),
+    }
+    measured = {}
+    for name, backend in backends.items():
+        backend.start()
+        measured[name] = agreement([backend.infer(b) for b in samples.batches], samples, bundle.calibration)
+    defaults = Settings().auto
+    assert measured["openvino"].top1_agreement >= defaults.min_top1_agreement
+    assert measured["openvino"].mean_abs_diff <= defaults.max_mean_abs_diff
+    assert measured["onnx"].mean_abs_diff <= defaults.max_mean_abs_diff
+
+
+@needs_openvino
+@pytest.mark.parametrize("precision", ["bf16", "f32"])
+def test_a_candidates_score_does_not_depend_on_its_batch_mates(model_dir: Path, precision: str) -> None:
+    bundle = load_bundle(model_dir)
+    encoder = bundle.pair_encoder()
+    assert isinstance(encoder, ListEncoder)
+    backend = OpenVinoBackend(bundle.ranker, precision=precision, streams=1)
+    backend.start()
+    calibrate = bundle.calibration
+    sequences, worst = [], 0.0
+    for request in SUGAR_LIKE:
+        context = request["context"]
+        turns = [Turn("user", context)] if isinstance(context, str) else [Turn(**t) for t in context]
+        statements, candidates = request.get("situations", []), request["candidates"]
+        in_list = encoder.encode_request(turns, statements, candidates)
+        together = np.concatenate([backend.infer(encoder.pad([s])) for s in in_list])
+        alone = [
+            backend.infer(encoder.pad(encoder.encode_request(turns, statements, [c]))) for c in candidates
+        ]
+        worst = max(worst, float(np.max(np.abs(calibrate(together) - calibrate(np.concatenate(alone))))))
+        sequences += in_list
+    # Every sequence in one padded call, against each on its own.
+    batched = backend.infer(encoder.pad(sequences))
+    single = np.concatenate([backend.infer(encoder.pad([s])) for s in sequences])
+    worst = max(worst, float(np.max(np.abs(calibrate(batched) - calibrate(single)))))
+    assert worst <= BATCH_INVARIANCE
+
+
+@needs_openvino
+async def test_auto_checks_every_runtime_and_reports_its_choice(model_dir: Path) -> None:
+    bodies, listed = await rank_all(Settings(model=model_dir))
+    choice = listed["backend_choice"]
+    assert choice["mode"] == "auto" and listed["backend"] == choice["backend"]
+    trials = {(t["runtime"], t["precision"]): t for t in choice["trials"]}
+    assert trials[("onnx", "int8")]["accepted"] and trials[("openvino", "f32")]["accepted"]
+    chosen = max((t for t in trials.values() if t["accepted"]), key=lambda t: t["candidates_per_s"])
+    assert (chosen["runtime"], chosen["precision"]) == (choice["backend"], choice["precision"])
+    assert all(b["ranking"] for b in bodies)
+
+
+async def test_auto_refuses_every_runtime_out_of_tolerance_and_onnx_runtime_serves(model_dir: Path) -> None:
+    strict = Settings(model=model_dir, auto={"max_mean_abs_diff": 0.0})
+    _, listed = await rank_all(strict)
+    choice = listed["backend_choice"]
+    assert listed["backend"] == "onnx" and "no runtime within tolerance" in choice["reason"]
+    assert not any(t["accepted"] for t in choice["trials"])
+    assert all(
+        "mean abs. difference" in t["note"] for t in choice["trials"] if t["mean_abs_diff"] is not None
+    )
+
+
+async def test_backend_onnx_forces_onnx_runtime(model_dir: Path) -> None:
+    _, listed = await rank_all(Settings(backend="onnx", model=model_dir))
+    assert (listed["backend"], listed["precision"]) == ("onnx", "int8")
+    assert listed["backend_choice"] == {
+        "mode": "forced",
+        "backend": "onnx",
+        "precision": "int8",
+        "reason": "--backend onnx",
+        "trials": [],
+    }
+
+
+async def test_without_openvino_auto_serves_onnx_runtime(
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(factory, "openvino_available", lambda: False)
+    _, listed = await rank_all(Settings(model=model_dir))
+    notes = [t["note"] for t in listed["backend_choice"]["trials"][1:]]
+    assert listed["backend"] == "onnx" and notes and all("not installed" in n for n in notes)
+
+
+def test_backend_openvino_without_the_package_fails_naming_the_extra(
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "openvino", None)  # import openvino raises ImportError
+    backend = factory.build_backend(
+        Settings(backend="openvino", model=model_dir), load_bundle(model_dir).ranker
+    )
+    with pytest.raises(BackendUnavailable, match=r"ranking-service\[openvino\]"):
+        backend.start()  # type: ignore[union-attr]
+
+
+@needs_openvino
+async def test_a_cpu_without_native_bf16_gets_openvino_in_f32(
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(factory, "native_bf16", lambda: False)
+    monkeypatch.setattr(openvino_module, "native_bf16", lambda flags=None: False)
+    _, forced = await rank_all(Settings(backend="openvino", model=model_dir))
+    _, auto = await rank_all(Settings(model=model_dir))
+    assert forced["precision"] == "f32"
+    bf16 = next(t for t in auto["backend_choice"]["trials"] if t["precision"] == "bf16")
+    assert not bf16["accepted"] and "no native bf16" in bf16["note"]
+
+
+def test_ranker_samples_writes_dev_sequences_with_fp32_logits_of_the_bundles_weights(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    import json
+    import shutil
+
+    from dialogue_ranker.export import samples as export_samples
+
+    bundle_dir = tmp_path / "bundle"
+    shutil.copytree(model_dir, bundle_dir)
+    lists = tmp_path / "lists.jsonl"
+    rows = [
+        {
+            "context": [{"speaker": "user", "text": r["context"]}]
+            if isinstance(r["context"], str)
+            else r["context"],
+            "situations": r.get("situations", []),
+            "candidates": [{"text": c, "label": int(i == 0)} for i, c in enumerate(r["candidates"])],
+            "group": f"g{n}",
+        }
+        for n, r in enumerate(SUGAR_LIKE)
+    ]
+    lists.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    export_samples.main(["--model", str(bundle_dir), "--lists", f"tiny={lists}", "--split", "all"])
+    bundle = load_bundle(bundle_dir)
+    assert bundle.ranker.samples == bundle_dir / "samples.json"
+    samples = load_samples(bundle.ranker.samples)
+    # Every view of every list: the multi-turn park request is scored again with its last turn alone.
+    assert samples.candidates > sum(len(r["candidates"]) for r in SUGAR_LIKE)
+    onnx = OnnxBackend(bundle.ranker)
+    onnx.start()
+    measured = agreement([onnx.infer(b) for b in samples.batches], samples, bundle.calibration)
+    assert 0 < measured.mean_abs_diff <= Settings().auto.max_mean_abs_diff  # int8 arithmetic, not fp32

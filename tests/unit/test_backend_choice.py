@@ -1,0 +1,211 @@
+"""``--backend auto`` with deterministic fakes: the check against fp32, the timing, the fallbacks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from helpers import serve_in_process, tiny_list_encoder, write_fake_bundle
+
+from dialogue_ranker.serving.app import create_app
+from dialogue_ranker.serving.backends import factory
+from dialogue_ranker.serving.backends.auto import AutoBackend, Option, Tolerance, choice_of
+from dialogue_ranker.serving.backends.fake import FakeBackend, hashed_logit
+from dialogue_ranker.serving.backends.openvino import resolve_precision
+from dialogue_ranker.serving.calibration import Calibrator
+from dialogue_ranker.serving.cpu import cpu_flags, native_bf16
+from dialogue_ranker.serving.samples import agreement, load_samples, write_samples
+from dialogue_ranker.serving.settings import Settings
+from dialogue_ranker.serving.tokenization import Turn
+
+TOLERANCE = Tolerance(min_top1_agreement=0.9, max_mean_abs_diff=0.01)
+
+
+def write_tiny_samples(directory: Path) -> Path:
+    """Three requests of the tiny tokenizer, with the fake backend's logits as the 'fp32' reference."""
+    encoder = tiny_list_encoder(directory)
+    requests = [
+        encoder.encode_request([Turn("user", "could you make some coffee")], ["the machine is broken"], c)
+        for c in (["sure", "no", "sorry one moment"], ["yes please", "hello"], ["tea", "coffee", "no", "yes"])
+    ]
+    calls = [[sequence] for request in requests for sequence in request]
+    fake = FakeBackend()
+    fake.start()
+    logits = [fake.infer(encoder.pad(call)) for call in calls]
+    return write_samples(
+        directory / "samples.json", calls, logits, pad_id=encoder.pad_id, reference="fake", source="tiny"
+    )
+
+
+def shifted(offset: float):
+    """A fake scoring like the reference plus ``offset`` (out of tolerance when large)."""
+    return lambda ids: hashed_logit(ids) + offset
+
+
+def auto(options: Sequence[Option], samples: Path | None, **overrides) -> AutoBackend:
+    kwargs = {"tolerance": TOLERANCE, "probe_s": 0.05, "concurrency": 2, **overrides}
+    return AutoBackend(options, samples=samples, calibration=Calibrator.identity(), **kwargs)
+
+
+def test_samples_round_trip_as_backend_calls_with_their_reference(tmp_path: Path) -> None:
+    samples = load_samples(write_tiny_samples(tmp_path))
+    fake = FakeBackend()
+    fake.start()
+    logits = [fake.infer(batch) for batch in samples.batches]
+    assert len(samples.batches) == 4 and samples.candidates == 9  # 4 candidates: two sequences
+    assert agreement(logits, samples, Calibrator.identity()).mean_abs_diff == pytest.approx(0, abs=1e-6)
+
+
+def test_a_malformed_samples_file_is_refused_by_path(tmp_path: Path) -> None:
+    path = tmp_path / "samples.json"
+    path.write_text(json.dumps({"kind": "shared-prefix", "pad_id": 0, "requests": [{"sequences": []}]}))
+    with pytest.raises(ValueError, match="samples.json"):
+        load_samples(path)
+
+
+def test_auto_serves_the_fastest_runtime_within_tolerance(tmp_path: Path) -> None:
+    samples = write_tiny_samples(tmp_path)
+    slow = Option("onnx", "int8", lambda: FakeBackend(latency_s=0.005))
+    fast = Option("openvino", "bf16", lambda: FakeBackend(score_fn=shifted(0.001)))
+    backend = auto([slow, fast], samples)
+    backend.start()
+    choice = backend.choice
+    assert choice is not None and choice.mode == "auto"
+    assert (choice.precision, backend.precision) == ("bf16", "bf16")
+    assert [t.accepted for t in choice.trials] == [True, True]
+    assert choice.trials[1].candidates_per_s > choice.trials[0].candidates_per_s  # type: ignore[operator]
+    assert "fastest" in choice.reason and "onnx/int8" in choice.rates()
+    assert backend.infer(load_samples(samples).batches[0]).shape == (3,)
+
+
+def test_auto_refuses_a_runtime_out_of_tolerance_however_fast(tmp_path: Path) -> None:
+    samples = write_tiny_samples(tmp_path)
+    exact = Option("onnx", "int8", lambda: FakeBackend(latency_s=0.005))
+    off = Option("openvino", "bf16", lambda: FakeBackend(score_fn=shifted(0.5)))
+    backend = auto([exact, off], samples)
+    backend.start()
+    assert backend.choice is not None and backend.choice.backend == "fake"
+    refused = backend.choice.trials[1]
+    assert not refused.accepted and refused.candidates_per_s is None
+    assert "mean abs. difference" in refused.note and refused.mean_abs_diff > 0.01  # type: ignore[operator]
+
+
+def test_auto_falls_back_to_the_first_runtime_when_none_is_within_tolerance(tmp_path: Path) -> None:
+    samples = write_tiny_samples(tmp_path)
+    options = [Option("onnx", "int8", lambda: FakeBackend(score_fn=shifted(1.0)))]
+    backend = auto(options, samples)
+    backend.start()
+    assert backend.choice is not None and "no runtime within tolerance" in backend.choice.reason
+    assert backend.health()
+
+
+def test_auto_without_samples_serves_the_first_runtime_and_says_why(tmp_path: Path) -> None:
+    options = [Option("onnx", "int8", FakeBackend), Option("openvino", "bf16", FakeBackend)]
+    backend = auto(options, None)
+    backend.start()
+    assert backend.choice is not None and "no sample sequences" in backend.choice.reason
+    assert backend.choice.trials == ()
+
+
+def test_an_option_that_cannot_run_here_is_reported_not_tried(tmp_path: Path) -> None:
+    samples = write_tiny_samples(tmp_path)
+    options = [Option("onnx", "int8", FakeBackend), Option("openvino", "bf16", None, "not installed")]
+    backend = auto(options, samples)
+    backend.start()
+    assert backend.choice is not None
+    assert [(t.accepted, t.note) for t in backend.choice.trials] == [(True, ""), (False, "not installed")]
+
+
+def test_a_forced_backend_reports_itself_as_forced() -> None:
+    choice = choice_of(FakeBackend())
+    assert (choice.mode, choice.backend, choice.reason, choice.trials) == (
+        "forced",
+        "fake",
+        "--backend fake",
+        (),
+    )
+
+
+def test_native_bf16_needs_avx512_bf16_or_amx(tmp_path: Path) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_vnni\n")
+    assert not native_bf16(cpu_flags(cpuinfo))
+    assert native_bf16(frozenset({"avx512f", "avx512_bf16"})) and native_bf16(frozenset({"amx_bf16"}))
+    assert resolve_precision("auto", frozenset({"avx2"})) == "f32"
+    assert resolve_precision("auto", frozenset({"avx512_bf16"})) == "bf16"
+    assert resolve_precision("bf16", frozenset()) == "bf16"
+
+
+def test_auto_skips_openvino_where_it_is_not_installed(
+    fake_bundle: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(factory, "openvino_available", lambda: False)
+    options = factory.auto_options(Settings(model=fake_bundle), load_spec(fake_bundle))
+    assert [(o.label, o.build is None) for o in options] == [
+        ("onnx/fp32", False),
+        ("openvino/bf16", True),
+        ("openvino/f32", True),
+    ]
+    assert "not installed" in options[1].unavailable
+
+
+def test_auto_skips_bf16_on_a_cpu_without_native_bf16(
+    fake_bundle: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(factory, "openvino_available", lambda: True)
+    monkeypatch.setattr(factory, "native_bf16", lambda: False)
+    options = factory.auto_options(Settings(model=fake_bundle), load_spec(fake_bundle))
+    assert [(o.label, o.build is None) for o in options] == [
+        ("onnx/fp32", False),
+        ("openvino/bf16", True),
+        ("openvino/f32", False),
+    ]
+    assert "no native bf16" in options[1].unavailable
+
+
+async def test_the_choice_is_listed_by_v1_models_and_in_the_model_info_metric(tmp_path: Path) -> None:
+    bundle = write_fake_bundle(tmp_path / "bundle")
+
+    def backends(settings: Settings, spec) -> AutoBackend:
+        exact = Option("fake", "fp32", FakeBackend)
+        return AutoBackend(
+            [exact], samples=write_tiny_samples(tmp_path), calibration=spec.calibration,
+            tolerance=TOLERANCE, probe_s=0.05, concurrency=1,
+        )  # fmt: skip
+
+    app = create_app(Settings(model=bundle), backend_factory=backends)
+    async with serve_in_process(app) as client:
+        listed = (await client.get("/v1/models")).json()["data"][0]
+        metrics = (await client.get("/metrics")).text
+    assert listed["backend"] == "fake" and listed["precision"] == "fp32"
+    assert listed["backend_choice"]["mode"] == "auto"
+    assert listed["backend_choice"]["trials"][0]["accepted"] is True
+    info = next(line for line in metrics.splitlines() if line.startswith("ranker_model_info{"))
+    assert 'backend_selection="auto"' in info and 'backend_rates="fake/fp32=' in info
+
+
+def load_spec(bundle: Path):
+    from dialogue_ranker.serving.model_bundle import load_bundle
+
+    return load_bundle(bundle).ranker
+
+
+def test_of_two_runtimes_about_as_fast_the_one_nearer_fp32_serves(tmp_path: Path) -> None:
+    samples = write_tiny_samples(tmp_path)
+    rates = iter([100.0, 103.0])  # within TIE_MARGIN: timing noise
+
+    class FixedRates(AutoBackend):
+        def _rate(self, backend, samples, seconds) -> float:  # type: ignore[no-untyped-def]
+            return next(rates)
+
+    exact = Option("onnx", "int8", FakeBackend)
+    near = Option("openvino", "bf16", lambda: FakeBackend(score_fn=shifted(0.005)))
+    backend = FixedRates(
+        [exact, near], samples=samples, calibration=Calibrator.identity(), tolerance=TOLERANCE,
+        probe_s=0.05, concurrency=1,
+    )  # fmt: skip
+    backend.start()
+    assert backend.choice is not None and backend.choice.precision == "int8"
+    assert "nearer fp32" in backend.choice.reason
