@@ -24,8 +24,15 @@ shared-prefix ranker's warm-up rows are a prefix and one candidate (``segment_id
 ``token_type_ids`` read from ``<model>/warmup/``), never a row of padding alone.
 
 ``--device cpu`` writes the same repository for CPU instances (ONNX Runtime threads instead of
-TensorRT). ``--ranker-onnx`` / ``--selector-onnx`` put another graph of the same model in the
-repository (e.g. the unquantised one for TensorRT fp16; the bundle's static int8 graph is the
+TensorRT). ``--runtime openvino`` (CPU only) targets Triton's ``openvino`` backend instead: each
+graph is written as OpenVINO IR (``1/model.xml`` and ``model.bin``, converted here by the
+``openvino`` package from the ONNX file, int8 weights kept), which any OpenVINO backend reads
+without needing ONNX Runtime's ``MatMulNBits`` in its ONNX front end; the config sets
+``NUM_STREAMS`` (one per instance's thread), ``INFERENCE_NUM_THREADS`` and, with ``--precision
+bf16`` for nodes with native bf16 (AVX-512 BF16, AMX), ``HINT_BF16``. OpenVINO quantizes the int8
+products' activations per token, so Triton's batches do not move a pair's score.
+``--ranker-onnx`` / ``--selector-onnx`` put another graph of the same model in the repository
+(e.g. the unquantised one for TensorRT fp16; the bundle's static int8 graph is the
 default). PyTriton's bundled tritonserver has only the Python backend: ``dialogue_ranker.export.triton_local``
 serves the same models with the same batcher settings through it.
 """
@@ -63,6 +70,9 @@ DEFAULT_BUCKETS = (32, 64, 96, 128, 160, 192, 224, 256)
 TRT_CACHE_DIR = "/models/.trt-cache"
 #: Triton reads a warm-up sample's ``input_data_file`` from this folder of the model's directory.
 WARMUP_DIR = "warmup"
+#: Triton backends a CPU repository can target, and the model file each reads.
+RUNTIMES = ("onnxruntime", "openvino")
+MODEL_FILES = {"onnxruntime": "model.onnx", "openvino": "model.xml"}
 
 logger = logging.getLogger("dialogue_ranker.export.triton_repo")
 
@@ -79,6 +89,18 @@ class RepositoryOptions:
     trt_cache_dir: str = TRT_CACHE_DIR
     #: Graphs to ship instead of the bundle's, by model name (``ranker``, ``selector``).
     graphs: dict[str, Path] = dataclasses.field(default_factory=dict)
+    #: Triton's backend on CPU nodes: ``onnxruntime`` or ``openvino`` (IR, converted here).
+    runtime: str = "onnxruntime"
+    #: OpenVINO's precision on the nodes: ``bf16`` where they have native bf16, else ``f32``.
+    precision: str = "f32"
+
+    def __post_init__(self) -> None:
+        if self.runtime not in RUNTIMES:
+            raise ValueError(f"runtime {self.runtime!r}: one of {', '.join(RUNTIMES)}")
+        if self.runtime == "openvino" and self.device != "cpu":
+            raise ValueError("Triton's openvino backend runs on CPU nodes: use --device cpu")
+        if self.precision not in ("bf16", "f32"):
+            raise ValueError(f"precision {self.precision!r}: bf16 or f32")
 
 
 @dataclass(frozen=True)
@@ -155,7 +177,7 @@ def model_config(
 ) -> mc.ModelConfig:
     """The Triton ``ModelConfig`` of one ONNX graph of the bundle (``rows``: a pair graph by default)."""
     rows = rows or RowLayout.pairs(spec)
-    config = mc.ModelConfig(name=name, backend="onnxruntime", max_batch_size=options.max_batch_size)
+    config = mc.ModelConfig(name=name, backend=options.runtime, max_batch_size=options.max_batch_size)
     for input_name in spec.input_names:
         config.input.add(name=input_name, data_type=mc.TYPE_INT64, dims=[-1])
     _add_output(config, spec, rows)
@@ -173,6 +195,8 @@ def model_config(
     config.instance_group.add(kind=kind, count=options.instances)
     if gpu:
         _add_tensorrt(config, spec, options, rows)
+    elif options.runtime == "openvino":
+        _add_openvino(config, options)
     else:
         config.parameters["intra_op_thread_count"].string_value = str(options.cpu_threads)
         config.parameters["inter_op_thread_count"].string_value = "1"
@@ -246,6 +270,35 @@ def _add_tensorrt(
     )
 
 
+def _add_openvino(config: mc.ModelConfig, options: RepositoryOptions) -> None:
+    # The parameters Triton's openvino backend reads (its README): a stream per thread, as the
+    # service's embedded OpenVINO backend runs, so concurrent batches each get a core.
+    config.default_model_filename = MODEL_FILES["openvino"]
+    threads = options.cpu_threads
+    parameters = {
+        "NUM_STREAMS": str(threads) if threads else "AUTO",
+        "PERFORMANCE_HINT": "THROUGHPUT",
+        **({"INFERENCE_NUM_THREADS": str(threads)} if threads else {}),
+        **({"HINT_BF16": "YES"} if options.precision == "bf16" else {}),
+    }
+    for key, value in parameters.items():
+        config.parameters[key].string_value = value
+
+
+def write_openvino_ir(onnx_path: Path, xml_path: Path) -> Path:
+    """Convert an ONNX graph to OpenVINO IR (``.xml`` and ``.bin``), int8 weights kept as they are.
+
+    Raises:
+        SystemExit: the ``openvino`` package is not installed.
+    """
+    try:
+        import openvino as ov
+    except ImportError as e:
+        raise SystemExit("--runtime openvino needs the openvino package: pip install '.[openvino]'") from e
+    ov.save_model(ov.Core().read_model(str(onnx_path)), str(xml_path), compress_to_fp16=False)
+    return xml_path
+
+
 def config_text(config: mc.ModelConfig) -> str:
     """``config.pbtxt`` text."""
     return text_format.MessageToString(config)
@@ -271,7 +324,7 @@ def write_repository(
         models.append(("selector", bundle.selector.model))
     written = []
     for name, bundle_spec in models:
-        if name not in options.graphs and bundle.serving_sub_batch_pairs:
+        if name not in options.graphs and bundle.serving_sub_batch_pairs and options.runtime != "openvino":
             # Triton's onnxruntime backend runs whole batches; a dynamically quantised graph then
             # scores a pair differently with different batch-mates.
             logger.warning(
@@ -286,7 +339,10 @@ def write_repository(
         rows = RowLayout.of(bundle, name)
         model_dir = Path(out) / name
         (model_dir / "1").mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(spec.path, model_dir / "1" / "model.onnx")
+        if options.runtime == "openvino":
+            write_openvino_ir(spec.path, model_dir / "1" / MODEL_FILES["openvino"])
+        else:
+            shutil.copyfile(spec.path, model_dir / "1" / "model.onnx")
         (model_dir / "config.pbtxt").write_text(config_text(model_config(name, spec, options, rows)))
         files = warmup_files(spec, rows, options)
         if files:
@@ -309,7 +365,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--trt-cache-dir", default=TRT_CACHE_DIR, help="TensorRT engine cache, in the container")
     p.add_argument("--ranker-onnx", type=Path, help="ship this ranker graph instead of the bundle's")
     p.add_argument("--selector-onnx", type=Path, help="ship this selector graph instead of the bundle's")
+    p.add_argument(
+        "--runtime",
+        choices=RUNTIMES,
+        default="onnxruntime",
+        help="Triton backend of the CPU nodes: openvino writes OpenVINO IR (needs --device cpu)",
+    )
+    p.add_argument(
+        "--precision",
+        choices=("bf16", "f32"),
+        default="f32",
+        help="with --runtime openvino: bf16 for nodes with native bf16 (AVX-512 BF16 or AMX)",
+    )
     args = p.parse_args(argv)
+    if args.runtime == "openvino" and args.device != "cpu":
+        p.error("--runtime openvino runs on CPU nodes: add --device cpu")
     options = RepositoryOptions(
         device=args.device,
         instances=args.instances,
@@ -317,6 +387,8 @@ def main(argv: list[str] | None = None) -> None:
         max_batch_size=args.max_batch_size,
         buckets=tuple(int(b) for b in args.buckets.split(",") if b),
         trt_cache_dir=args.trt_cache_dir,
+        runtime=args.runtime,
+        precision=args.precision,
         graphs={
             name: path
             for name, path in (("ranker", args.ranker_onnx), ("selector", args.selector_onnx))
@@ -324,7 +396,7 @@ def main(argv: list[str] | None = None) -> None:
         },
     )
     for model_dir in write_repository(args.model, args.out, options):
-        print(f"wrote {model_dir}/config.pbtxt and {model_dir}/1/model.onnx")
+        print(f"wrote {model_dir}/config.pbtxt and {model_dir}/1/{MODEL_FILES[options.runtime]}")
 
 
 if __name__ == "__main__":
