@@ -10,7 +10,7 @@ names a real per-pair bundle instead.
 
 ``shared-prefix``: ``$RANKER_TEST_SHARED_PREFIX_MODEL`` when set, else the shipped model
 (``helpers.real_model_dir``) when it is a shared-prefix bundle (real weights), else a tiny randomly
-initialised BERT exported here with the project's own exporter (``export.shared_prefix.export_fp32``)
+initialised BERT exported here with the project's own exporter (``export.graph_variants.export_fp32``)
 under small length budgets, so that a request's candidates make a sequence longer than the model's
 ``max_length`` (the gateway's last length bucket) and a long candidate list is cut into several
 sequences.
@@ -133,7 +133,7 @@ def write_tiny_shared_prefix_bundle(directory: Path) -> Path:
     import torch
     from transformers import BertConfig, BertModel
 
-    from dialogue_ranker.export.shared_prefix import export_fp32
+    from dialogue_ranker.export.graph_variants import export_fp32
     from dialogue_ranker.serving.list_encoding import ListEncoder
     from dialogue_ranker.training.shared_prefix import INPUT_NAMES, OUTPUT_NAME, SharedPrefixRanker
 
@@ -158,7 +158,7 @@ def write_tiny_shared_prefix_bundle(directory: Path) -> Path:
         "max_length": encoder.max_length,
         "tokenizer": "tokenizer.json",
         "encoding": {"kind": "shared-prefix", **encoder.budgets()},
-        "serving": {"sub_batch_pairs": 1},  # as dialogue_ranker.export.shared_prefix writes it
+        "serving": {"sub_batch_pairs": 1},  # as dialogue_ranker.export.shared_prefix_bundle writes it
         "ranker": {
             "file": "model.onnx",
             "inputs": list(INPUT_NAMES),

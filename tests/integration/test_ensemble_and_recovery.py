@@ -46,7 +46,7 @@ def _encoder_and_requests():
 
 def test_the_ensemble_graph_scores_the_weighted_sum_of_its_members_logits(tmp_path):
     from dialogue_ranker.evaluation.scoring import score_sequences, session
-    from dialogue_ranker.export.shared_prefix import export_fp32
+    from dialogue_ranker.export.graph_variants import export_fp32
     from dialogue_ranker.training.ensemble import EnsembleRanker
     from dialogue_ranker.training.shared_prefix import INPUT_NAMES, score_requests
 
@@ -70,7 +70,7 @@ def test_a_soup_member_comes_back_from_the_blockwise_graph_and_the_other_member(
     """Soup = 0.5 A + 0.5 B, exported blockwise int8; B and the graph give A back within a step."""
     from dialogue_ranker.evaluation.scoring import score_sequences, session
     from dialogue_ranker.export import quantize
-    from dialogue_ranker.export.shared_prefix import export_fp32
+    from dialogue_ranker.export.graph_variants import export_fp32
     from dialogue_ranker.training.recover import graph_weights, narrowed, recover_member
     from dialogue_ranker.training.shared_prefix import score_requests
 

@@ -127,7 +127,7 @@ def test_shared_prefix_export_matches_pytorch_and_a_candidate_ignores_its_list_m
     """fp32 graph vs PyTorch on mixed-length sequences; a candidate alone vs inside its list."""
     torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
     from dialogue_ranker.evaluation.scoring import score_sequences, session
-    from dialogue_ranker.export.shared_prefix import export_fp32
+    from dialogue_ranker.export.graph_variants import export_fp32
     from dialogue_ranker.serving.list_encoding import ListEncoder
     from dialogue_ranker.training.backbone import backbone_dir
     from dialogue_ranker.training.shared_prefix import SharedPrefixRanker, score_requests
@@ -164,7 +164,7 @@ def test_blockwise_int8_stays_nearer_fp32_than_dynamic_and_ignores_list_mates(tm
     onnx = pytest.importorskip("onnx", reason="onnx is not installed")
     from dialogue_ranker.evaluation.scoring import score_sequences, session
     from dialogue_ranker.export import quantize
-    from dialogue_ranker.export.shared_prefix import export_fp32
+    from dialogue_ranker.export.graph_variants import export_fp32
     from dialogue_ranker.serving.list_encoding import ListEncoder
     from dialogue_ranker.training.backbone import backbone_dir
     from dialogue_ranker.training.shared_prefix import SharedPrefixRanker
@@ -316,7 +316,7 @@ def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, share
     # An output ensemble lists the same stages, says it averages logits, not weights, and names a
     # member recovered from a shipped graph (dialogue_ranker.training.recover).
     from dialogue_ranker.export.card_lines import ensemble_line
-    from dialogue_ranker.export.shared_prefix import ensemble_member
+    from dialogue_ranker.export.export_model import ensemble_member
 
     own_config = json.loads((out / "config.json").read_text())
     for bad in ("nothing", f"{out}:1.5", f"{out}:x", f"{tmp_path / 'nowhere'}:0.5"):
@@ -525,7 +525,7 @@ def test_the_similarity_term_adds_its_weight_times_the_sentence_encoders_cosine(
     from sentence_transformers import SentenceTransformer
 
     from dialogue_ranker.evaluation.scoring import score_sequences, session
-    from dialogue_ranker.export.shared_prefix import export_fp32
+    from dialogue_ranker.export.graph_variants import export_fp32
     from dialogue_ranker.serving.list_encoding import ListEncoder
     from dialogue_ranker.training.backbone import backbone_dir
     from dialogue_ranker.training.shared_prefix import score_requests
@@ -704,7 +704,7 @@ def test_the_calibration_map_is_fitted_on_the_files_named():
     """export --calibrate-on: the Platt map of the named files' dev lists only; unknown names refused."""
     pytest.importorskip("torch", reason="training extras (torch) are not installed")
     from dialogue_ranker.data.ranking_data import Candidate, RankingList
-    from dialogue_ranker.export.shared_prefix import calibrate_on
+    from dialogue_ranker.export.calibration_choice import calibrate_on
     from dialogue_ranker.serving.tokenization import Turn
     from dialogue_ranker.training.dev_scoring import fit_calibration
 
@@ -742,7 +742,7 @@ def test_the_threshold_reads_logits_the_export_already_has():
     pytest.importorskip("torch", reason="training extras (torch) are not installed")
     from dialogue_ranker.data.ranking_data import Candidate, RankingList
     from dialogue_ranker.evaluation import metrics
-    from dialogue_ranker.export.shared_prefix import calibrate_on, threshold_on
+    from dialogue_ranker.export.calibration_choice import calibrate_on, threshold_on
     from dialogue_ranker.serving.tokenization import Turn
 
     rng = np.random.default_rng(1)

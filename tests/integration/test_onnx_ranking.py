@@ -202,8 +202,8 @@ async def test_the_export_centres_the_prior_where_the_service_scores_it(model_di
     pytest.importorskip("torch", reason="the exporter needs the training extras (torch)")
     from dialogue_ranker.data.ranking_data import Candidate, RankingList
     from dialogue_ranker.evaluation.scoring import session
+    from dialogue_ranker.export.calibration_choice import prior_centre, views_logits
     from dialogue_ranker.export.card_lines import views_line
-    from dialogue_ranker.export.shared_prefix import prior_centre, views_logits
     from dialogue_ranker.serving.context_views import ViewWeights
 
     bundle = load_bundle(model_dir)

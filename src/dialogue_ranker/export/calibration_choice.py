@@ -1,0 +1,194 @@
+"""Which graph ships, and the calibration map and abstention threshold fitted with it.
+
+The fastest graph whose dev P@1 holds within ``--max-p1-loss`` of fp32 on every file ships. Its
+dev logits are made as the bundle will serve them (with the last-turn view and the reply's prior
+when ``--last-turn-weight`` and ``--prior-weight`` ask), then the map is fitted on the files of
+``--calibrate-on`` and the threshold chosen on those of ``--threshold-on``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dialogue_ranker.data.ranking_data import RankingList
+from dialogue_ranker.evaluation import metrics
+from dialogue_ranker.evaluation.scoring import score_lists, view_logits
+from dialogue_ranker.export.graph_checks import views_speed
+from dialogue_ranker.export.run_stages import training_stages
+from dialogue_ranker.serving.context_views import ViewWeights, combine
+from dialogue_ranker.serving.list_encoding import ListEncoder
+from dialogue_ranker.training.dev_scoring import fit_calibration, run_dev_lists
+
+
+def choose_shipped(report: dict[str, Any], paths: dict[str, Path], args: argparse.Namespace) -> str:
+    """The graph to ship: the fastest within ``--max-mb`` whose dev P@1 holds on every file.
+
+    When none holds, the most accurate that fits, with a warning.
+    """
+    fp32_p1 = {n: r["precision_at_1"] for n, r in report["variants"]["fp32"]["dev"].items()}
+
+    def holds(variant: str) -> bool:
+        dev_result = report["variants"][variant]["dev"]
+        return all(dev_result[n]["precision_at_1"] >= fp32_p1[n] - args.max_p1_loss for n in fp32_p1)
+
+    fits = [v for v in paths if report["variants"][v]["file_mb"] <= args.max_mb]
+    holding = [v for v in fits if holds(v)]
+    if holding:
+        return max(holding, key=lambda v: report["variants"][v]["situated_requests_per_s"])
+    # Nothing within the budget holds P@1: ship the most accurate that fits, and say so.
+    shipped = max(
+        fits, key=lambda v: np.mean([r["precision_at_1"] for r in report["variants"][v]["dev"].values()])
+    )
+    print(f"WARNING: no graph within {args.max_mb} MB holds dev P@1 within {args.max_p1_loss}")
+    return shipped
+
+
+def served_dev_logits(
+    report: dict[str, Any],
+    sess,
+    encoder: ListEncoder,
+    dev: dict[str, list[RankingList]],
+    logits: dict[str, list[np.ndarray]],
+    args: argparse.Namespace,
+) -> tuple[ViewWeights, dict[str, list[np.ndarray]]]:
+    """The bundle's views and the shipped graph's dev logits as it will serve them.
+
+    ``logits``: the graph's one-view dev logits, returned as they are when the bundle adds no view.
+    Otherwise each view is scored once, the prior centred on the dev lists (``report["views"]``),
+    and the views' speed measured (``report["last_turn_view_speed"]``).
+    """
+    views = ViewWeights(last_turn=args.last_turn_weight, prior=args.prior_weight)
+    if not views.adds_views:
+        return views, logits
+    per_view = views_logits(sess, encoder, dev, views)
+    if views.prior > 0:
+        views = dataclasses.replace(views, prior_centre=prior_centre(per_view))
+        report["views"] = views.to_dict()
+    combined = {
+        name: [combine(np.concatenate(v), len(v), views) for v in lists] for name, lists in per_view.items()
+    }
+    multi_turn = [x for lists in dev.values() for x in lists if len(x.context) > 1]
+    multi_turn = random.Random(0).sample(multi_turn, min(args.speed_requests, len(multi_turn)))
+    report["last_turn_view_speed"] = views_speed(sess, encoder, multi_turn, views)
+    print("views", json.dumps(report["last_turn_view_speed"]), flush=True)
+    return views, combined
+
+
+def fit_shipped_calibration(
+    args: argparse.Namespace,
+    dev: dict[str, list[RankingList]],
+    held: dict[str, list[RankingList]],
+    logits: dict[str, list[np.ndarray]],
+    sess,
+    encoder: ListEncoder,
+    views: ViewWeights,
+) -> dict[str, Any]:
+    """The map fitted on ``--calibrate-on``'s files, the threshold on ``--threshold-on``'s.
+
+    ``logits``: the shipped graph's dev logits as served; ``held``: every stage's dev lists
+    (:func:`every_stage_dev_lists`) when ``--threshold-on`` may name an earlier stage's file.
+    """
+    fitted = calibrate_on(args.calibrate_on, dev, logits)
+    if not args.threshold_on:
+        return fitted
+    return threshold_on(
+        fitted,
+        args.threshold_on.split(","),
+        held,
+        sess,
+        encoder,
+        views=views,
+        # The run's own dev lists are scored already; an earlier stage's file is scored here.
+        scored={name: logits[name] for name in dev if held.get(name) is dev[name]},
+    )
+
+
+def refuse_unknown_files(flag: str, names: list[str], have) -> None:
+    """Exit naming ``flag``'s training files that the run does not have (``have``: the names it has)."""
+    unknown = sorted(set(names) - set(have))
+    if unknown:
+        raise SystemExit(f"{flag} {','.join(unknown)}: no such training file (have: {', '.join(have)})")
+
+
+def threshold_on(
+    fitted: dict,
+    names: list[str],
+    lists: dict[str, list[RankingList]],
+    sess,
+    encoder: ListEncoder,
+    views: ViewWeights | float = 0.0,
+    scored: dict[str, list[np.ndarray]] | None = None,
+) -> dict:
+    """``fitted`` with its abstention threshold chosen on the dev lists of ``names`` only.
+
+    ``scored``: logits already computed (with the same graph and views) for some of ``lists``, by
+    name; those lists are not scored again.
+
+    ``lists``: every stage's dev lists (:func:`every_stage_dev_lists`). A second stage's files may
+    be made to teach one thing (e.g. lists whose every negative is a lead sentence, which the ranker
+    soon finds easy) and are not the requests the threshold is for. Earlier stages' files can be
+    named too (the earliest stage's dev lists of a file win).
+    """
+    refuse_unknown_files("--threshold-on", names, lists)
+    platt = fitted["maps"]["platt"]
+    probs, labels = [], []
+    for name in names:
+        logits = (scored or {}).get(name) or score_lists(sess, encoder, lists[name], views=views)
+        probs += [platt(z) for z in logits]
+        labels += [[int(c.appropriate) for c in x.candidates] for x in lists[name]]
+    threshold, accuracy = metrics.best_abstention_threshold(probs, labels)
+    return {**fitted, "threshold": threshold, "abstention_accuracy": accuracy, "threshold_on": names}
+
+
+def every_stage_dev_lists(config: dict, dev: dict[str, list[RankingList]]) -> dict[str, list[RankingList]]:
+    """The dev lists of every stage's files (``dev``: the run's own, already read); earliest wins."""
+    lists: dict[str, list[RankingList]] = {}
+    *earlier, _ = training_stages(config)
+    for held_by_name in [*(run_dev_lists(stage) for stage in earlier), dev]:
+        for name, held in held_by_name.items():
+            lists.setdefault(name, held)
+    return lists
+
+
+def calibrate_on(
+    names: str | None, dev: dict[str, list[RankingList]], logits: dict[str, list[np.ndarray]]
+) -> dict:
+    """The calibration map fitted on the dev lists of ``names`` (comma-separated; None: every file).
+
+    A file made to teach one thing (e.g. SUGAR lists with added wrong replies, which the ranker
+    soon finds easy) can pull the map away from the requests it is for.
+    """
+    chosen = list(dev) if names is None else names.split(",")
+    refuse_unknown_files("--calibrate-on", chosen, dev)
+    fitted = fit_calibration({n: dev[n] for n in chosen}, {n: logits[n] for n in chosen})
+    return {**fitted, "calibrated_on": chosen}
+
+
+def views_logits(
+    sess, encoder: ListEncoder, dev: dict[str, list[RankingList]], views: ViewWeights
+) -> dict[str, list[list[np.ndarray]]]:
+    """Each dev list's candidate logits view by view, as the service encodes them.
+
+    The weights decide only which views there are (their logits are combined later).
+    """
+    return {name: [view_logits(sess, encoder, x, views) for x in lists] for name, lists in dev.items()}
+
+
+def prior_centre(logits: dict[str, list[list[np.ndarray]]]) -> float:
+    """The reply's-prior view's mean logit over the multi-turn lists of :func:`views_logits`.
+
+    The prior's logits run well below the other views' (about -2.5 against -1 on model 2.7.0), so
+    the service adds their difference from this mean: the ranking of a plain weighted mean, at the
+    scale the calibration map and threshold are fitted for.
+    """
+    prior = [views[2] for lists in logits.values() for views in lists if len(views) == 3]
+    if not prior:
+        raise SystemExit("--prior-weight: the dev lists have no multi-turn request to centre the prior on")
+    return float(np.mean(np.concatenate(prior)))

@@ -1,0 +1,88 @@
+"""``ranker export``'s flags, and the checks on them that need nothing but the flags.
+
+The parser's description is the entry module's docstring (:mod:`dialogue_ranker.export.shared_prefix`).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+#: The graphs the export can build, in the order it builds them.
+VARIANTS = ("fp32", "int8_dynamic", "int8_blockwise", "int8_static")
+
+
+def build_parser(description: str | None) -> argparse.ArgumentParser:
+    """``ranker export``'s parser; ``description`` is its ``--help`` text (the entry module's docstring)."""
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--run", required=True, help="training run directory (ranker train --out)")
+    p.add_argument("--out", required=True, help="model directory to write")
+    p.add_argument("--build", default=None, help="where intermediate graphs go (default build/<run name>)")
+    p.add_argument("--name", default="dialogue-minilm-l6")
+    p.add_argument("--version", default="2.8.0")
+    p.add_argument("--max-p1-loss", type=float, default=0.01, help="dev P@1 a quantised graph may lose")
+    p.add_argument(
+        "--max-mb", type=float, default=60.0, help="largest graph that may ship (repository budget)"
+    )
+    p.add_argument("--speed-requests", type=int, default=120, help="situated dev requests timed per graph")
+    p.add_argument(
+        "--threshold-on",
+        default=None,
+        help="comma-separated training files, of any stage, whose dev lists choose the abstention "
+        "threshold (default: the files the calibration map is fitted on)",
+    )
+    p.add_argument(
+        "--calibrate-on",
+        default=None,
+        help="comma-separated training files of the run's own stage whose dev lists fit the "
+        "calibration map (default: every file of the run)",
+    )
+    p.add_argument(
+        "--similarity",
+        action="store_true",
+        help="add the untrained encoder's reply-to-turn cosine to each logit (training/similarity.py), "
+        "its weight fitted on the dev lists that choose the threshold",
+    )
+    p.add_argument(
+        "--ensemble-with",
+        default=None,
+        metavar="RUN:W",
+        help="an output ensemble: this run's token logits at 1 - W plus RUN's at W, one graph "
+        "(training/ensemble.py); calibration and threshold are fitted on it",
+    )
+    p.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help="comma-separated graphs to build and measure (fp32 is always built: the reference)",
+    )
+    p.add_argument(
+        "--dev-lists",
+        type=int,
+        default=None,
+        help="dev lists per file for the checks, calibration and threshold (default: as many as the run "
+        "scored; more where it scored few to save a lent machine's time; the same seeded sample order)",
+    )
+    p.add_argument(
+        "--last-turn-weight",
+        type=float,
+        default=0.0,
+        help="score a multi-turn request with its last turn alone too, that view's logit averaged in "
+        "at this weight (service/context_views.py; 0: one view)",
+    )
+    p.add_argument(
+        "--prior-weight",
+        type=float,
+        default=0.0,
+        help="score a multi-turn request's candidates with no context too (the reply's prior), that "
+        "logit's difference from its mean on the dev lists' multi-turn candidates added at this weight "
+        "(service/context_views.py; 0: no such view)",
+    )
+    return p
+
+
+def variants_to_build(text: str) -> list[str]:
+    """``--variants`` as graph names, fp32 first (always built: the reference); exits on an unknown one."""
+    variants = ["fp32", *(v for v in text.split(",") if v != "fp32")]
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        raise SystemExit(f"--variants {','.join(unknown)}: no such graph (have: {', '.join(VARIANTS)})")
+    return variants
