@@ -21,7 +21,7 @@ from opentelemetry import trace
 from dialogue_ranker.serving import context_views, tracing
 from dialogue_ranker.serving.batching import Scorer
 from dialogue_ranker.serving.batching.admission import Backlog, admit
-from dialogue_ranker.serving.batching.batcher import Encoded
+from dialogue_ranker.serving.batching.backend_calls import Encoded
 from dialogue_ranker.serving.encoding import OffLoopEncoder
 from dialogue_ranker.serving.errors import BackendTimeout
 from dialogue_ranker.serving.guidelines import Guidelines, MaskReason

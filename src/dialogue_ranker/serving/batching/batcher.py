@@ -14,9 +14,9 @@ What keeps it honest under load and faults:
   short request never waits for the rest of a long batch.
 - **Dead pairs never run**: before every call, pairs whose request was cancelled (client gone,
   timeout) or whose deadline passed are dropped and counted.
-- **Poison-pair isolation**: a call that fails with :class:`BackendError` (or an unexpected
-  exception) is retried in halves down to single pairs, and a single pair once more, so only
-  the pairs that fail alone, twice, fail.
+- **Poison-pair isolation** (:mod:`.backend_calls`): a call that fails with :class:`BackendError`
+  (or an unexpected exception) is retried in halves down to single pairs, and a single pair once
+  more, so only the pairs that fail alone, twice, fail.
   :class:`BackendUnavailable` and :class:`BackendTimeout` are not retried: they say the backend,
   not a pair, is the problem.
 - **Circuit breaker** (:mod:`.breaker`): a backend whose batches keep failing wholly is cut off
@@ -29,9 +29,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 from opentelemetry import trace
@@ -39,9 +38,10 @@ from opentelemetry import trace
 from dialogue_ranker.serving import tracing
 from dialogue_ranker.serving.backends.base import Backend
 from dialogue_ranker.serving.batching.admission import ServiceRate
+from dialogue_ranker.serving.batching.backend_calls import BackendCalls, CallOutcome, Encoded, PadFn
 from dialogue_ranker.serving.batching.breaker import BreakerState, CircuitBreaker
 from dialogue_ranker.serving.batching.failures import FailureLog
-from dialogue_ranker.serving.batching.queue import PairQueue, WorkItem, drop_reason
+from dialogue_ranker.serving.batching.queue import PairQueue, WorkItem
 from dialogue_ranker.serving.cpu import batch_workers
 from dialogue_ranker.serving.errors import (
     BackendError,
@@ -51,35 +51,16 @@ from dialogue_ranker.serving.errors import (
     Overloaded,
     RankerError,
 )
-from dialogue_ranker.serving.list_encoding import EncodedList, ListBatch
 from dialogue_ranker.serving.metrics import Metrics
 from dialogue_ranker.serving.settings import BatchingSettings, BreakerSettings
-from dialogue_ranker.serving.tokenization import Batch, EncodedPair
+from dialogue_ranker.serving.tokenization import EncodedPair
 
 logger = logging.getLogger(__name__)
 
-#: Pads pairs (or shared-prefix sequences) into a batch, optionally to a given length.
-PadFn = Callable[..., Batch | ListBatch]
-#: What the batcher queues: a pair (one logit) or a shared-prefix sequence (a logit per candidate).
-Encoded = EncodedPair | EncodedList
 #: The warm-up pair: about a SUGAR ranking pair's length (capped by the model's), of an ordinary id.
 #: Its speed is only the first estimate: real calls replace it within a few batches.
 WARM_UP_TOKENS = 128
 WARM_UP_TOKEN_ID = 1000
-
-
-def _round_up(length: int, multiple: int) -> int:
-    return -(-length // multiple) * multiple
-
-
-@dataclass
-class _Outcome:
-    """What happened to the pairs of one batch."""
-
-    succeeded: int = 0
-    failed: int = 0
-    failed_calls: int = 0
-    error: BaseException | None = None
 
 
 class Batcher:
@@ -123,6 +104,19 @@ class Batcher:
         self._running = 0
         self.tracer = tracer or trace.NoOpTracer()
         self._tasks: list[asyncio.Task[None]] = []
+        self.calls = BackendCalls(
+            backend=backend,
+            pad=pad,
+            executor=self.executor,
+            settings=settings,
+            rate=self.rate,
+            metrics=metrics,
+            tracer=self.tracer,
+            on_drop=self._dropped,
+            role=role,
+            model=model,
+            max_length=max_length,
+        )
 
     async def start(self, *, warm_up: bool = False) -> None:
         """Start the worker task; with ``warm_up``, first measure the backend on a synthetic pair.
@@ -292,10 +286,10 @@ class Batcher:
         step = self.settings.sub_batch_pairs or len(items)
         chunks = [items[start : start + step] for start in range(0, len(items), step)]
         self._running += 1
-        outcome = _Outcome()
+        outcome = CallOutcome()
         try:
             for chunk in chunks:
-                await self._run_isolated(chunk, outcome)
+                await self.calls.run_isolated(chunk, outcome)
         finally:
             self._running -= 1
         if outcome.succeeded or outcome.failed:
@@ -309,101 +303,3 @@ class Batcher:
                 failed_pairs=outcome.failed,
                 failed_calls=outcome.failed_calls,
             )
-
-    def _live(self, chunk: list[WorkItem]) -> list[WorkItem]:
-        now = time.perf_counter()
-        live = []
-        for item in chunk:
-            reason = drop_reason(item, now)
-            if reason is None:
-                live.append(item)
-            else:
-                self._dropped(reason)
-        return live
-
-    async def _run_isolated(self, chunk: list[WorkItem], outcome: _Outcome, *, retry: bool = False) -> None:
-        """Run one backend call; on a pair-level failure, retry each half on its own.
-
-        A lone pair that fails is tried once more (a transient fault passes; a poison pair fails
-        twice and only its request gets the error).
-        """
-        live = self._live(chunk)
-        if not live:
-            return
-        loop = asyncio.get_running_loop()
-        now_ns = time.time_ns()
-        for item in live:
-            item.started_ns = item.started_ns or now_ns
-        # SpanContext is not hashable: one link per request span, keyed by its ids.
-        links = {
-            (c.trace_id, c.span_id): c for item in live if (c := item.context) is not None and c.is_valid
-        }
-        span = self.tracer.start_span(
-            "backend call",
-            links=[trace.Link(context) for context in links.values()],
-            attributes={
-                tracing.ROLE: self.role,
-                tracing.BACKEND: self.backend.name,
-                tracing.PAIRS: len(live),
-                tracing.TOKENS: sum(len(item.pair) for item in live),
-            },
-        )
-        try:
-            with trace.use_span(span, record_exception=False, set_status_on_exception=False):
-                logits = await loop.run_in_executor(self.executor, self._infer, [item.pair for item in live])
-        except Exception as e:
-            span.set_status(trace.StatusCode.ERROR, type(e).__name__)
-            span.end()
-            outcome.failed_calls += 1
-            outcome.error = outcome.error or e
-            self.metrics.batch_failures.labels(self.model, self.role).inc()
-            if not isinstance(e, BackendUnavailable | BackendTimeout):
-                if len(live) > 1:
-                    middle = len(live) // 2
-                    await self._run_isolated(live[:middle], outcome)
-                    await self._run_isolated(live[middle:], outcome)
-                    return
-                if not retry:
-                    await self._run_isolated(live, outcome, retry=True)
-                    return
-            error = e if isinstance(e, RankerError) else BackendError(f"{self.role} backend failed")
-            outcome.failed += len(live)
-            self.metrics.failed_pairs.labels(self.model, self.role).inc(len(live))
-            for item in live:
-                if not item.future.done():
-                    item.future.set_exception(error)
-            return
-        span.end()
-        outcome.succeeded += len(live)
-        ends = np.cumsum([item.pair.outputs for item in live])
-        for item, item_logits in zip(live, np.split(logits, ends[:-1]), strict=True):
-            if not item.future.done():
-                item.future.set_result(item_logits)
-
-    def _infer(self, pairs: list[Encoded]) -> np.ndarray:
-        """Pad and run one backend call; a call thread. Returns logits in the order of ``pairs``."""
-        started = time.perf_counter()
-        batch = self.pad(pairs, pad_to=self._pad_length(pairs))
-        out = np.asarray(self.backend.infer(batch), dtype=np.float32).reshape(-1)
-        outputs = sum(pair.outputs for pair in pairs)
-        if out.shape[0] != outputs:
-            raise BackendError(f"{self.role} backend returned {out.shape[0]} logits for {outputs} outputs")
-        elapsed = time.perf_counter() - started
-        padded_tokens = batch.shape[0] * batch.shape[1]
-        self.rate.observe(pairs=outputs, seconds=elapsed)
-        m = self.metrics
-        m.inference_duration.labels(self.backend.name, self.model, self.role).observe(elapsed)
-        m.computed_pairs.labels(self.model, self.role).inc(outputs)
-        m.batch_tokens.labels(self.model, self.role).observe(padded_tokens)
-        m.padding_ratio.labels(self.model, self.role).observe(1.0 - batch.real_tokens / max(padded_tokens, 1))
-        return out
-
-    def _pad_length(self, pairs: list[Encoded]) -> int | None:
-        multiple = self.settings.pad_to_multiple
-        if multiple <= 1:
-            return None
-        longest = max(len(pair) for pair in pairs)
-        bucket = _round_up(longest, multiple)
-        if self.max_length is not None:
-            bucket = min(bucket, max(self.max_length, longest))
-        return bucket

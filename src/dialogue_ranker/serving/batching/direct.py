@@ -24,7 +24,7 @@ from opentelemetry import trace
 
 from dialogue_ranker.serving import tracing
 from dialogue_ranker.serving.backends.base import RemoteBackend
-from dialogue_ranker.serving.batching.batcher import Encoded, PadFn
+from dialogue_ranker.serving.batching.backend_calls import Encoded, PadFn
 from dialogue_ranker.serving.errors import BackendError, BackendTimeout, NotReady, Overloaded, RankerError
 from dialogue_ranker.serving.metrics import Metrics
 

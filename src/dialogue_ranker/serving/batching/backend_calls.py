@@ -1,0 +1,193 @@
+"""A batch's backend calls: padded on the batcher's call threads, failures narrowed to the pairs at fault.
+
+Each call pads its pairs (to a multiple of ``pad_to_multiple``, capped by the model's length),
+runs on one of the batcher's own call threads, updates the measured speed and resolves its pairs'
+futures as soon as it returns. Pairs whose request was cancelled or whose deadline passed are
+dropped before each call. A call that fails with :class:`BackendError` (or an unexpected
+exception) is retried in halves down to single pairs, and a single pair once more, so only the
+pairs that fail alone, twice, fail; :class:`BackendUnavailable` and :class:`BackendTimeout` are
+not retried: they say the backend, not a pair, is the problem.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from opentelemetry import trace
+
+from dialogue_ranker.serving import tracing
+from dialogue_ranker.serving.backends.base import Backend
+from dialogue_ranker.serving.batching.admission import ServiceRate
+from dialogue_ranker.serving.batching.queue import WorkItem, drop_reason
+from dialogue_ranker.serving.errors import BackendError, BackendTimeout, BackendUnavailable, RankerError
+from dialogue_ranker.serving.list_encoding import EncodedList, ListBatch
+from dialogue_ranker.serving.metrics import Metrics
+from dialogue_ranker.serving.settings import BatchingSettings
+from dialogue_ranker.serving.tokenization import Batch, EncodedPair
+
+#: Pads pairs (or shared-prefix sequences) into a batch, optionally to a given length.
+PadFn = Callable[..., Batch | ListBatch]
+#: What the batcher queues: a pair (one logit) or a shared-prefix sequence (a logit per candidate).
+Encoded = EncodedPair | EncodedList
+
+
+def round_up(length: int, multiple: int) -> int:
+    """``length`` rounded up to a multiple of ``multiple``."""
+    return -(-length // multiple) * multiple
+
+
+@dataclass
+class CallOutcome:
+    """What happened to the pairs of one batch."""
+
+    succeeded: int = 0
+    failed: int = 0
+    failed_calls: int = 0
+    error: BaseException | None = None
+
+
+class BackendCalls:
+    """Runs a batcher's backend calls: one backend, its call threads, its speed and its metrics."""
+
+    def __init__(
+        self,
+        *,
+        backend: Backend,
+        pad: PadFn,
+        executor: ThreadPoolExecutor,
+        settings: BatchingSettings,
+        rate: ServiceRate,
+        metrics: Metrics,
+        tracer: trace.Tracer,
+        on_drop: Callable[[str], None],
+        role: str,
+        model: str,
+        max_length: int | None,
+    ) -> None:
+        self.backend = backend
+        self.pad = pad
+        self.executor = executor
+        self.settings = settings
+        self.rate = rate
+        self.metrics = metrics
+        self.tracer = tracer
+        self.on_drop = on_drop
+        self.role = role
+        self.model = model
+        # Bucket padding never goes past the model's own length limit.
+        self.max_length = max_length
+
+    def live(self, chunk: list[WorkItem]) -> list[WorkItem]:
+        """The pairs of ``chunk`` still wanted; the others are dropped and counted by reason."""
+        now = time.perf_counter()
+        live = []
+        for item in chunk:
+            reason = drop_reason(item, now)
+            if reason is None:
+                live.append(item)
+            else:
+                self.on_drop(reason)
+        return live
+
+    async def run_isolated(self, chunk: list[WorkItem], outcome: CallOutcome, *, retry: bool = False) -> None:
+        """Run one backend call; on a pair-level failure, retry each half on its own.
+
+        A lone pair that fails is tried once more (a transient fault passes; a poison pair fails
+        twice and only its request gets the error).
+        """
+        live = self.live(chunk)
+        if not live:
+            return
+        loop = asyncio.get_running_loop()
+        now_ns = time.time_ns()
+        for item in live:
+            item.started_ns = item.started_ns or now_ns
+        span = self._call_span(live)
+        try:
+            with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+                logits = await loop.run_in_executor(self.executor, self.infer, [item.pair for item in live])
+        except Exception as e:
+            span.set_status(trace.StatusCode.ERROR, type(e).__name__)
+            span.end()
+            await self._call_failed(live, e, outcome, retry=retry)
+            return
+        span.end()
+        outcome.succeeded += len(live)
+        ends = np.cumsum([item.pair.outputs for item in live])
+        for item, item_logits in zip(live, np.split(logits, ends[:-1]), strict=True):
+            if not item.future.done():
+                item.future.set_result(item_logits)
+
+    def _call_span(self, live: list[WorkItem]) -> trace.Span:
+        """The call's span, linked to the span of every request it serves."""
+        # SpanContext is not hashable: one link per request span, keyed by its ids.
+        links = {
+            (c.trace_id, c.span_id): c for item in live if (c := item.context) is not None and c.is_valid
+        }
+        return self.tracer.start_span(
+            "backend call",
+            links=[trace.Link(context) for context in links.values()],
+            attributes={
+                tracing.ROLE: self.role,
+                tracing.BACKEND: self.backend.name,
+                tracing.PAIRS: len(live),
+                tracing.TOKENS: sum(len(item.pair) for item in live),
+            },
+        )
+
+    async def _call_failed(
+        self, live: list[WorkItem], e: Exception, outcome: CallOutcome, *, retry: bool
+    ) -> None:
+        """Count a failed call, then retry its halves (or its lone pair once) or fail its pairs."""
+        outcome.failed_calls += 1
+        outcome.error = outcome.error or e
+        self.metrics.batch_failures.labels(self.model, self.role).inc()
+        if not isinstance(e, BackendUnavailable | BackendTimeout):
+            if len(live) > 1:
+                middle = len(live) // 2
+                await self.run_isolated(live[:middle], outcome)
+                await self.run_isolated(live[middle:], outcome)
+                return
+            if not retry:
+                await self.run_isolated(live, outcome, retry=True)
+                return
+        error = e if isinstance(e, RankerError) else BackendError(f"{self.role} backend failed")
+        outcome.failed += len(live)
+        self.metrics.failed_pairs.labels(self.model, self.role).inc(len(live))
+        for item in live:
+            if not item.future.done():
+                item.future.set_exception(error)
+
+    def infer(self, pairs: list[Encoded]) -> np.ndarray:
+        """Pad and run one backend call; a call thread. Returns logits in the order of ``pairs``."""
+        started = time.perf_counter()
+        batch = self.pad(pairs, pad_to=self.pad_length(pairs))
+        out = np.asarray(self.backend.infer(batch), dtype=np.float32).reshape(-1)
+        outputs = sum(pair.outputs for pair in pairs)
+        if out.shape[0] != outputs:
+            raise BackendError(f"{self.role} backend returned {out.shape[0]} logits for {outputs} outputs")
+        elapsed = time.perf_counter() - started
+        padded_tokens = batch.shape[0] * batch.shape[1]
+        self.rate.observe(pairs=outputs, seconds=elapsed)
+        m = self.metrics
+        m.inference_duration.labels(self.backend.name, self.model, self.role).observe(elapsed)
+        m.computed_pairs.labels(self.model, self.role).inc(outputs)
+        m.batch_tokens.labels(self.model, self.role).observe(padded_tokens)
+        m.padding_ratio.labels(self.model, self.role).observe(1.0 - batch.real_tokens / max(padded_tokens, 1))
+        return out
+
+    def pad_length(self, pairs: list[Encoded]) -> int | None:
+        """The longest of ``pairs`` rounded up to ``pad_to_multiple``, within the model's length."""
+        multiple = self.settings.pad_to_multiple
+        if multiple <= 1:
+            return None
+        longest = max(len(pair) for pair in pairs)
+        bucket = round_up(longest, multiple)
+        if self.max_length is not None:
+            bucket = min(bucket, max(self.max_length, longest))
+        return bucket
