@@ -192,14 +192,16 @@ def describe_machine(cpu: CpuInfo, *, threads: int, packages: Sequence[str], com
             versions.append(f"{name} {importlib.metadata.version(name)}")
         except importlib.metadata.PackageNotFoundError:
             versions.append(f"{name} not installed")
-    isa = sorted(cpu.flags & {"fma", "avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8"})
+    kernels = {"fma", "avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8"}
+    isa = sorted(cpu.flags & kernels)
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return [
         f"- CPU: {cpu.model}; {cpu.usable_cpus} usable logical CPU(s), {cpu.threads_per_core} thread(s) "
         f"per core; {cpu.mhz:.0f} MHz from {cpu.mhz_source or 'nowhere'}; {' '.join(isa)}.",
-        f"- Threads: {threads} (ONNX Runtime intra-op threads in the raw sessions and Triton; "
-        "torch.set_num_threads for the CrossEncoder). The embedded service sizes its own from the CPU "
-        "quota (service/cpu.py): two one-thread calls per CPU, every CPU for a call that starts alone.",
+        f"- Threads: {threads} (ONNX Runtime intra-op threads in the raw sessions and Triton, OpenVINO's "
+        "in the raw OpenVINO rows; torch.set_num_threads for the CrossEncoder). The embedded service "
+        "sizes its own from the CPU quota (serving/cpu.py): two one-thread calls per CPU, every CPU for a "
+        "call that starts alone.",
         f"- Python {platform.python_version()}; {', '.join(versions)}.",
         f"- Date: {now}; command: `{command}`.",
     ]

@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> None:
     for setting in args.settings.split(","):
         split, _, solo = setting.partition("/")
         workers, threads = (int(x) for x in split.split("x"))
-        extra = ["--batching.workers", str(workers), "--onnx.solo-threads", solo or "0"]
+        # ONNX Runtime's thread settings: forced, as --backend auto may choose another runtime.
+        extra = ["--backend", "onnx", "--batching.workers", str(workers), "--onnx.solo-threads", solo or "0"]
         rows, server, _ = bench_service(args.model, threads, extra, work.requests, levels)
         server.terminate()
         server.wait(timeout=30)
