@@ -137,6 +137,17 @@ def write_bundle_samples(bundle_dir: Path, lists: Sequence[RankingList], *, sour
     return path
 
 
+def add_to_export(bundle_dir: Path, dev: dict[str, list[RankingList]]) -> Path | None:
+    """The export's last step: ``samples.json`` from the run's own dev lists, or a line saying why not."""
+    try:
+        path = write_bundle_samples(bundle_dir, sample_lists(dev, split="all"), source=", ".join(sorted(dev)))
+    except UnsupportedGraph as e:
+        print(f"no {SAMPLES_FILE} ({e}): --backend auto will serve ONNX Runtime", flush=True)
+        return None
+    print(f"wrote {path} (the sequences --backend auto checks each runtime on)", flush=True)
+    return path
+
+
 def main(argv: list[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

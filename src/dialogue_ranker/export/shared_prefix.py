@@ -12,6 +12,8 @@ statement, and dev P@1 / nDCG@3 per file. It ships the fastest variant whose dev
 threshold on the pooled dev lists with that very graph. ``export_report.json`` keeps the table.
 ``--last-turn-weight`` makes the bundle score multi-turn requests with their last turn alone too
 (:mod:`serving.context_views`); the calibration map and threshold are fitted on scores so made.
+Last, ``samples.json``: a few of the run's dev sequences with the fp32 logits of the shipped
+weights, which ``--backend auto`` checks each runtime against (:mod:`export.samples`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from dialogue_ranker.export.export_args import build_parser, variants_to_build
 from dialogue_ranker.export.export_model import export_encoder, load_run_model, with_similarity
 from dialogue_ranker.export.graph_checks import list_requests, measure_variants, situated_requests
 from dialogue_ranker.export.graph_variants import build_variants
+from dialogue_ranker.export.samples import add_to_export as add_samples
 from dialogue_ranker.export.shared_prefix_bundle import write_shared_prefix_bundle
 from dialogue_ranker.training.dev_scoring import calibrated_report, run_dev_lists
 
@@ -95,6 +98,7 @@ def main(argv: list[str] | None = None) -> dict:
         inputs=model.input_names,
         views=views,
     )
+    add_samples(out, dev)
     print("dev (shipped graph, calibrated):", json.dumps(calibrated), flush=True)
     print(f"wrote {out}")
     return report
