@@ -22,29 +22,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import random
-import socket
 import statistics
-import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-import httpx
-import numpy as np
 import onnxruntime as ort
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
+# Run as a script or imported by the other benchmarks: the repository root goes on sys.path, so
+# ``benchmarks.*`` imports (report.py relies on it too).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dialogue_ranker.data.sugar import load_sugar  # noqa: E402
-from dialogue_ranker.serving.model_bundle import load_bundle  # noqa: E402
-from dialogue_ranker.serving.tokenization import Turn  # noqa: E402
+from benchmarks.service_load import REPO_ROOT, LoadRow, bench_service, bench_triton, load, pct
+from dialogue_ranker.data.sugar import load_sugar
+from dialogue_ranker.serving.model_bundle import load_bundle
+from dialogue_ranker.serving.tokenization import Turn
 
 SUGAR = REPO_ROOT.parent / "shared" / "data" / "sugar" / "sugar.jsonl"
 
@@ -137,166 +133,7 @@ def raw_three_pairs_ms(bundle: Any, session: Any, three: list[Any], repeats: int
     return statistics.median(times) * 1000
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_http(url: str, process: subprocess.Popen, what: str) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"{what} exited with {process.returncode}")
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    process.terminate()
-    raise SystemExit(f"{what} did not become ready")
-
-
-def start_triton(model: Path, threads: int) -> tuple[subprocess.Popen, int]:
-    """``dialogue_ranker.export.triton_local`` on free ports; returns the process and its gRPC port."""
-    http_port, grpc_port = free_port(), free_port()
-    command = [
-        sys.executable, "-m", "dialogue_ranker.export.triton_local", "--model", str(model),
-        "--http-port", str(http_port),
-        "--grpc-port", str(grpc_port), "--threads", str(threads),
-        # Requests fail at the same age as on the embedded backend (the gateway's request timeout).
-        "--queue-timeout-us", str(10_000_000),
-    ]  # fmt: skip
-    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    wait_http(f"http://127.0.0.1:{http_port}/v2/models/ranker/ready", process, "triton_local")
-    if load_bundle(model).selector is not None:
-        wait_http(f"http://127.0.0.1:{http_port}/v2/models/selector/ready", process, "triton_local")
-    return process, grpc_port
-
-
-def start_server(
-    model: Path, port: int, threads: int, extra: list[str], *, logit_cache_entries: int = 0
-) -> subprocess.Popen:
-    command = [
-        sys.executable,
-        "-m",
-        "dialogue_ranker.serving",
-        "--model",
-        str(model),
-        "--port",
-        str(port),
-        "--onnx.intra-op-threads",
-        str(threads),
-        "--log-level",
-        "warning",
-        # The same requests run at every concurrency level: kept logits would answer the repeats
-        # without computing them, and this benchmark measures computing (0: no cache).
-        "--ranking.logit-cache-entries",
-        str(logit_cache_entries),
-        *extra,
-    ]
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")}
-    process = subprocess.Popen(command, env=env)
-    wait_http(f"http://127.0.0.1:{port}/readyz", process, "the service")
-    return process
-
-
-#: One concurrency level of a load run: clients, pairs/s, request latencies (s), failed requests.
-LoadRow = tuple[int, float, list[float], int]
-
-
-def bench_service(
-    model: Path, threads: int, extra: list[str], requests: list[dict[str, Any]], concurrency: list[int]
-) -> tuple[list[LoadRow], subprocess.Popen, str]:
-    """(clients, pairs/s, latencies, failed requests) per concurrency level; the server is left running."""
-    port = free_port()
-    server = start_server(model, port, threads, extra)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        asyncio.run(load(url, requests[: min(50, len(requests))], 4))  # warm-up
-        rows = [(c, *asyncio.run(load(url, requests, c))) for c in concurrency]
-    except BaseException:
-        server.terminate()
-        raise
-    return rows, server, url
-
-
-def bench_triton(
-    model: Path,
-    threads: int,
-    requests: list[dict[str, Any]],
-    concurrency: list[int],
-    *,
-    server_args: Sequence[str] = (),
-    bucket_lists: Sequence[str | None] = (None,),
-) -> dict[str, list[LoadRow]]:
-    """The gateway with ``--backend triton`` in front of one Triton: one column per bucket list.
-
-    A ``None`` bucket list keeps the gateway's default ``triton.length-buckets``.
-    """
-    triton, grpc_port = start_triton(model, threads)
-    columns = {}
-    try:
-        for buckets in bucket_lists:
-            extra = ["--backend", "triton", "--triton.url", f"127.0.0.1:{grpc_port}", *server_args]
-            if buckets is not None:
-                extra += ["--triton.length-buckets", buckets]
-            rows, server, _ = bench_service(model, threads, extra, requests, concurrency)
-            server.terminate()
-            server.wait(timeout=30)
-            columns[f"triton {buckets or 'default'}"] = rows
-    finally:
-        triton.terminate()
-        triton.wait(timeout=30)
-    return columns
-
-
-async def load(url: str, requests: list[dict[str, Any]], clients: int) -> tuple[float, list[float], int]:
-    """Pairs/s, per-request latencies (s) and failed requests with ``clients`` concurrent clients.
-
-    A failed request (429 from a full queue, 504...) is counted and reported, not scored. The
-    clients are aiohttp on one event loop: the load generator shares the CPUs with the service,
-    and aiohttp spends about 0.6 ms of CPU a request here where httpx spent 2.3 ms.
-    """
-    queue = [json.dumps(body).encode() for body in reversed(requests)]
-    sizes = [len(body["candidates"]) for body in reversed(requests)]
-    latencies: list[float] = []
-    failures: dict[int, int] = {}
-    pairs = 0
-    headers = {"content-type": "application/json"}
-    connector = aiohttp.TCPConnector(limit=clients)
-    async with aiohttp.ClientSession(url, connector=connector, timeout=aiohttp.ClientTimeout(60)) as client:
-
-        async def worker() -> None:
-            nonlocal pairs
-            while queue:
-                body, size = queue.pop(), sizes.pop()
-                started = time.perf_counter()
-                async with client.post("/rank", data=body, headers=headers) as response:
-                    await response.read()
-                if response.status != 200:
-                    failures[response.status] = failures.get(response.status, 0) + 1
-                    continue
-                latencies.append(time.perf_counter() - started)
-                pairs += size
-
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(clients)))
-        elapsed = time.perf_counter() - started
-    if failures:
-        print(
-            f"{url} with {clients} clients: {sum(failures.values())} requests failed {failures}",
-            file=sys.stderr,
-        )
-    return pairs / elapsed, latencies or [float("nan")], sum(failures.values())
-
-
-def pct(values: list[float], q: float) -> float:
-    return float(np.percentile(np.array(values) * 1000, q))
-
-
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -318,31 +155,47 @@ def main() -> None:
         help="a --triton.length-buckets value (e.g. 32,64,128,256 or '[]'); repeat for more columns",
     )
     parser.add_argument("server_args", nargs="*", help="extra service flags after --")
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    requests = make_requests(args.requests)
+
+@dataclass(frozen=True)
+class RawFigures:
+    """The raw session's figures: pairs/s per batch size and a lone request's three pairs (ms)."""
+
+    pairs: int
+    mean_tokens: float
+    rates: dict[int, float]
+    #: The 3 pairs in one call, and as the service must run this model (``served_per_call`` a call).
+    three_ms: float
+    served_per_call: int
+    three_served_ms: float
+
+    @property
+    def best(self) -> tuple[int, float]:
+        """The batch size with the most pairs/s, and that rate: the ceiling."""
+        return max(self.rates.items(), key=lambda kv: kv[1])
+
+
+def measure_raw(args: argparse.Namespace, requests: list[dict[str, Any]]) -> tuple[Any, RawFigures]:
+    """The bundle and its raw session's figures on ``requests`` (the session is closed after)."""
     bundle, session = raw_session(args.model, args.threads)
     encoded = encode_all(bundle, requests)
     pairs = [p for request in encoded for p in request]
     mean_tokens = sum(len(p) for p in pairs) / len(pairs)
     raw = bench_raw(bundle, session, pairs, [int(s) for s in args.batch_sizes.split(",")])
-    best_size, best = max(raw.items(), key=lambda kv: kv[1])
-    lone_request = {**requests[0], "candidates": requests[0]["candidates"][:3]}
     raw_three = raw_three_pairs_ms(bundle, session, encoded[0][:3], args.lone, per_call=3)
     # How the service must run this model (bundle serving.sub_batch_pairs), for the fair gap.
     served_per_call = bundle.serving_sub_batch_pairs or 3
     raw_three_served = raw_three_pairs_ms(
         bundle, session, encoded[0][:3], args.lone, per_call=served_per_call
     )
-    del session
+    return bundle, RawFigures(len(pairs), mean_tokens, raw, raw_three, served_per_call, raw_three_served)
 
-    concurrency = [int(x) for x in args.concurrency.split(",")]
-    rows, server, url = bench_service(args.model, args.threads, args.server_args, requests, concurrency)
-    try:
-        _, lone, _ = asyncio.run(load(url, [lone_request] * args.lone, 1))
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+
+def other_columns(
+    args: argparse.Namespace, requests: list[dict[str, Any]], concurrency: list[int]
+) -> dict[str, list[LoadRow]]:
+    """The columns beside the embedded backend: selection on (``--selection``), Triton (``--triton``)."""
     # Each server runs after the previous one has stopped: they never compete for the CPU.
     columns: dict[str, list[LoadRow]] = {}
     if args.selection:
@@ -363,14 +216,40 @@ def main() -> None:
                 bucket_lists=args.triton_buckets or [None],
             )
         )
+    return columns
 
+
+def main() -> None:
+    args = parse_args()
+    requests = make_requests(args.requests)
+    bundle, raw = measure_raw(args, requests)
+    lone_request = {**requests[0], "candidates": requests[0]["candidates"][:3]}
+
+    concurrency = [int(x) for x in args.concurrency.split(",")]
+    rows, server, url = bench_service(args.model, args.threads, args.server_args, requests, concurrency)
+    try:
+        _, lone, _ = asyncio.run(load(url, [lone_request] * args.lone, 1))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    columns = other_columns(args, requests, concurrency)
+    print_report(args, bundle, raw, rows, lone)
+    if columns:
+        print_side_by_side({"embedded": rows, **columns})
+
+
+def print_report(
+    args: argparse.Namespace, bundle: Any, raw: RawFigures, rows: list[LoadRow], lone: list[float]
+) -> None:
+    """The raw session's pairs/s, the service's per concurrency level, and the lone request's gap."""
+    best_size, best = raw.best
     print(
-        f"\nmodel {bundle.model_id}  pairs {len(pairs)}  mean tokens/pair {mean_tokens:.0f}  "
+        f"\nmodel {bundle.model_id}  pairs {raw.pairs}  mean tokens/pair {raw.mean_tokens:.0f}  "
         f"threads {args.threads or 'default'}  cpus {os.cpu_count()}"
     )
     print("\nraw ONNX Runtime session (session.run only)")
     print(f"{'batch':>6} {'pairs/s':>10}")
-    for size, rate in raw.items():
+    for size, rate in raw.rates.items():
         print(f"{size:>6} {rate:>10.1f}{'  <- best' if size == best_size else ''}")
     print("\nservice over HTTP (loopback, same inputs)")
     print(f"{'clients':>7} {'pairs/s':>10} {'of raw':>7} {'p50 ms':>8} {'p99 ms':>8} {'failed':>7}")
@@ -379,19 +258,17 @@ def main() -> None:
         print(f"{clients:>7} {rate:>10.1f} {rate / best:>7.0%} {p50:>8.1f} {p99:>8.1f} {failed:>7}")
     lone_p50 = pct(lone, 50)
     print(
-        f"\nlone 3-candidate request: service p50 {lone_p50:.2f} ms, raw session {raw_three:.2f} ms, "
-        f"gap {lone_p50 - raw_three:.2f} ms (target <= 5 ms)"
+        f"\nlone 3-candidate request: service p50 {lone_p50:.2f} ms, raw session {raw.three_ms:.2f} ms, "
+        f"gap {lone_p50 - raw.three_ms:.2f} ms (target <= 5 ms)"
     )
-    if served_per_call != 3:
+    if raw.served_per_call != 3:
         print(
-            f"  the model runs {served_per_call} pair(s) per call (batch-invariant scores): raw session "
-            f"that way {raw_three_served:.2f} ms, gateway overhead {lone_p50 - raw_three_served:.2f} ms"
+            f"  the model runs {raw.served_per_call} pair(s) per call (batch-invariant scores): raw session "
+            f"that way {raw.three_served_ms:.2f} ms, gateway overhead {lone_p50 - raw.three_served_ms:.2f} ms"
         )
     at16 = next((rate for clients, rate, *_ in rows if clients == 16), None)
     if at16 is not None:
         print(f"16 clients: {at16 / best:.0%} of the raw session's best pairs/s (target >= 80%)")
-    if columns:
-        print_side_by_side({"embedded": rows, **columns})
 
 
 def print_side_by_side(columns: dict[str, list[LoadRow]]) -> None:

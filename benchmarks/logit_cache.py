@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from benchmarks.bench_gateway import REPO_ROOT, free_port, load, start_server
+from benchmarks.service_load import REPO_ROOT, free_port, load, start_server
 from dialogue_ranker.data.ranking_data import RankingList, read_lists
 from dialogue_ranker.evaluation.domains import group_split
 from dialogue_ranker.serving.model_bundle import load_bundle

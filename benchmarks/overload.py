@@ -42,8 +42,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 
-from bench_gateway import free_port, make_requests, wait_http  # noqa: E402
+from bench_gateway import make_requests  # noqa: E402
 
+from benchmarks.service_load import free_port, wait_http  # noqa: E402
 from dialogue_ranker.serving.settings import DEFAULT_MODEL_DIR, LimitsSettings  # noqa: E402
 
 #: Client timeout beyond the server's request timeout: a request unanswered by then is a timeout.
