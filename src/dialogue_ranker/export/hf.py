@@ -175,9 +175,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args = parse_args(argv)
-    source, out = args.source, args.out
+def load_source(source: Path) -> tuple[Any, Any, Any]:
+    """The checkpoint's config, tokenizer and model; exits when the tokenizer cannot serve."""
     config = AutoConfig.from_pretrained(source)
     tokenizer = AutoTokenizer.from_pretrained(source)
     if not tokenizer.is_fast:
@@ -187,6 +186,34 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if tokenizer.pad_token is None:
         raise SystemExit("dialogue_ranker.export.hf: the tokenizer has no pad token")
     model = AutoModelForSequenceClassification.from_pretrained(source).eval()
+    return config, tokenizer, model
+
+
+def check_parity(
+    module: OneLogit,
+    tokenizer: Any,
+    graphs: tuple[Path, Path],
+    encoder: TemplatePairEncoder,
+    tolerance: float,
+) -> dict[str, float]:
+    """Both graphs' largest logit difference to PyTorch; exits when the fp32 one's passes ``tolerance``."""
+    fp32, int8 = graphs
+    reference = torch_logits(module, tokenizer, SAMPLE_PAIRS)
+    fp32_error = float(np.max(np.abs(onnx_logits(fp32, encoder, SAMPLE_PAIRS) - reference)))
+    int8_error = float(np.max(np.abs(onnx_logits(int8, encoder, SAMPLE_PAIRS) - reference)))
+    print(f"parity on {len(SAMPLE_PAIRS)} pairs, largest |logit - PyTorch|: ", end="")
+    print(f"fp32 {fp32_error:.2e}, int8 {int8_error:.2e}")
+    if fp32_error > tolerance:
+        raise SystemExit(
+            f"ranker export-hf: the fp32 graph differs from PyTorch by {fp32_error:.2e} > {tolerance:g}"
+        )
+    return {"fp32_max_abs_logit_error": fp32_error, "int8_max_abs_logit_error": int8_error}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    source, out = args.source, args.out
+    config, tokenizer, model = load_source(source)
     inputs = tuple(name for name in ALL_INPUTS if name in tokenizer.model_input_names)
     positive = positive_label(config, args.positive_label)
     module = OneLogit(model, inputs, positive).eval()
@@ -200,16 +227,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     encoder = TemplatePairEncoder.from_file(
         out / "tokenizer.json", max_length=max_length, pad_token=tokenizer.pad_token
     )
-
-    reference = torch_logits(module, tokenizer, SAMPLE_PAIRS)
-    fp32_error = float(np.max(np.abs(onnx_logits(fp32, encoder, SAMPLE_PAIRS) - reference)))
-    int8_error = float(np.max(np.abs(onnx_logits(int8, encoder, SAMPLE_PAIRS) - reference)))
-    print(f"parity on {len(SAMPLE_PAIRS)} pairs, largest |logit - PyTorch|: ", end="")
-    print(f"fp32 {fp32_error:.2e}, int8 {int8_error:.2e}")
-    if fp32_error > args.tolerance:
-        raise SystemExit(
-            f"ranker export-hf: the fp32 graph differs from PyTorch by {fp32_error:.2e} > {args.tolerance:g}"
-        )
+    parity = check_parity(module, tokenizer, (fp32, int8), encoder, args.tolerance)
 
     served = int8 if args.serve == "int8" else fp32
     calibration, threshold = Calibrator(method="platt", params={"a": 1.0, "b": 0.0}), args.threshold
@@ -233,7 +251,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "activation": "sigmoid" if positive is None else "softmax of the positive label",
             "calibrated_on": str(args.calibrate) if args.calibrate else None,
         },
-        "parity": {"fp32_max_abs_logit_error": fp32_error, "int8_max_abs_logit_error": int8_error},
+        "parity": parity,
     }
     if args.serve == "int8":
         metadata["serving"] = {"sub_batch_pairs": 1}

@@ -161,7 +161,8 @@ def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """``ranker triton-local``'s arguments: the bundle, the ports and Triton's batcher settings."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--http-port", type=int, default=8010)
     p.add_argument("--grpc-port", type=int, default=8011)
@@ -180,7 +181,11 @@ def main(argv: list[str] | None = None) -> None:
         default=QUEUE_TIMEOUT_US,
         help="a request queued longer is rejected (the gateway answers 429)",
     )
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
 
     libdir = str(sysconfig.get_config_var("LIBDIR") or "")

@@ -203,6 +203,73 @@ def score_lists(model: SharedPrefixRanker, encoder: ListEncoder, lists: dict[str
     return dev_report(lists, dev_logits(model, encoder, lists))
 
 
+def alpha_table(
+    fresh: SharedPrefixRanker,
+    tuned: SharedPrefixRanker,
+    encoder: ListEncoder,
+    lists: tuple[dict[str, list[RankingList]], dict[str, list[RankingList]]],
+    alphas: list[float],
+) -> dict[float, dict]:
+    """Uncalibrated metrics per alpha: the dev lists per file (``dev NAME``), then the ``--lists`` files."""
+    dev, extra = lists
+    table = {}
+    for alpha in sorted(set(alphas)):
+        model = interpolated(fresh, tuned, alpha).to(device())
+        table[alpha] = {
+            **{f"dev {k}": v for k, v in score_lists(model, encoder, dev).items()},
+            **score_lists(model, encoder, extra),
+        }
+        print(json.dumps({"alpha": alpha, **table[alpha]}), flush=True)
+    return table
+
+
+def write_interpolated(
+    args: argparse.Namespace,
+    run: Path,
+    config: dict,
+    models: tuple[SharedPrefixRanker, SharedPrefixRanker],
+    encoder: ListEncoder,
+    dev: dict[str, list[RankingList]],
+    member_configs: list[dict],
+    result: dict,
+) -> None:
+    """``--out``: the weights at ``--alpha`` as a run, calibration and threshold re-fitted on the dev lists.
+
+    ``models``: the fresh and the fine-tuned (blended) ranker. Adds the calibrated dev metrics and
+    the interpolation to ``result``, which the run's ``metrics.json`` gets beside the run's own.
+    """
+    fresh, tuned = models
+    out = Path(args.out)
+    # Scored where the lists' tensors go (a GPU when there is one).
+    model = interpolated(fresh, tuned, args.alpha).to(device())
+    logits = dev_logits(model, encoder, dev)
+    fitted = fit_calibration(dev, logits)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save(out / "ranker", run / "ranker" / "tokenizer.json")
+    write_calibration(out / "calibration.json", fitted)
+    config = {
+        **config,
+        "out": str(out),
+        "interpolation": {
+            "from_run": str(run),
+            "alpha": args.alpha,
+            "merge": args.merge,
+            **({"density": args.density} if args.merge == "ties" else {}),
+            # Each member's own configuration, so the export's model card can list its stages.
+            "with": [
+                {"run": str(p), "weight": w, "config": c}
+                for (p, w), c in zip(args.blend, member_configs, strict=True)
+            ],
+        },
+    }
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    calibrated = calibrated_report(dev, logits, fitted)
+    metrics = json.loads((run / "metrics.json").read_text()) if (run / "metrics.json").exists() else {}
+    result.update({"dev": calibrated, "interpolation": config["interpolation"]})
+    (out / "metrics.json").write_text(json.dumps({**metrics, **result}, indent=2))
+    print(json.dumps({"dev": calibrated}, indent=2))
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     if args.threads:
@@ -220,48 +287,12 @@ def main(argv: list[str] | None = None) -> dict:
         name, _, path = item.partition("=")
         extra[name] = read_lists(path)
 
-    table = {}
-    for alpha in sorted(set(parse_alphas(args.alphas))):
-        model = interpolated(fresh, tuned, alpha).to(device())
-        table[alpha] = {
-            **{f"dev {k}": v for k, v in score_lists(model, encoder, dev).items()},
-            **score_lists(model, encoder, extra),
-        }
-        print(json.dumps({"alpha": alpha, **table[alpha]}), flush=True)
+    table = alpha_table(fresh, tuned, encoder, (dev, extra), parse_alphas(args.alphas))
     if table:
         print(markdown(table))
-
     result: dict = {"alphas": {str(a): v for a, v in table.items()}}
     if args.alpha is not None:
-        out = Path(args.out)
-        # Scored where the lists' tensors go (a GPU when there is one).
-        model = interpolated(fresh, tuned, args.alpha).to(device())
-        logits = dev_logits(model, encoder, dev)
-        fitted = fit_calibration(dev, logits)
-        out.mkdir(parents=True, exist_ok=True)
-        model.save(out / "ranker", run / "ranker" / "tokenizer.json")
-        write_calibration(out / "calibration.json", fitted)
-        config = {
-            **config,
-            "out": str(out),
-            "interpolation": {
-                "from_run": str(run),
-                "alpha": args.alpha,
-                "merge": args.merge,
-                **({"density": args.density} if args.merge == "ties" else {}),
-                # Each member's own configuration, so the export's model card can list its stages.
-                "with": [
-                    {"run": str(p), "weight": w, "config": c}
-                    for (p, w), c in zip(args.blend, member_configs, strict=True)
-                ],
-            },
-        }
-        (out / "config.json").write_text(json.dumps(config, indent=2))
-        calibrated = calibrated_report(dev, logits, fitted)
-        metrics = json.loads((run / "metrics.json").read_text()) if (run / "metrics.json").exists() else {}
-        result.update({"dev": calibrated, "interpolation": config["interpolation"]})
-        (out / "metrics.json").write_text(json.dumps({**metrics, **result}, indent=2))
-        print(json.dumps({"dev": calibrated}, indent=2))
+        write_interpolated(args, run, config, (fresh, tuned), encoder, dev, member_configs, result)
     return result
 
 

@@ -159,7 +159,8 @@ def recover_member(
     return other, {"weights": total, "share_outside_other_cell": round(moved / total, 4)}
 
 
-def main(argv: list[str] | None = None) -> dict:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The arguments; exits naming a flag whose directory or graph is not what it should be."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bundle", type=Path, required=True, help="shipped model directory (a soup's graph)")
     p.add_argument("--other", type=Path, required=True, help="the soup's other member, trained again")
@@ -182,16 +183,40 @@ def main(argv: list[str] | None = None) -> dict:
     for graph in args.same_weights:
         if not graph.is_file():
             raise SystemExit(f"--same-weights {graph}: no such graph")
+    return args
+
+
+def soup_of_two(args: argparse.Namespace) -> tuple[dict, dict, float]:
+    """The bundle's metadata, its training configuration (less the soup) and the other member's share.
+
+    Exits unless the bundle is the soup of two runs and ``--other`` trained on the other's mix.
+    """
     metadata = json.loads((args.bundle / "metadata.json").read_text())
     config = dict(metadata["training_config"])
     interpolation = config.pop("interpolation", None) or {}
     blend = interpolation.get("with") or []
     if len(blend) != 1 or interpolation.get("alpha", 1) != 1:
         raise SystemExit(f"{args.bundle}: not the soup of two runs (training_config.interpolation.with)")
-    share = float(blend[0]["weight"])
     other_config = json.loads((args.other / "config.json").read_text())
     if other_config.get("data") != blend[0]["config"].get("data"):
         raise SystemExit(f"{args.other} did not train on the soup member's mix: {blend[0]['config']['data']}")
+    return metadata, config, float(blend[0]["weight"])
+
+
+def calibrate_run(model: SharedPrefixRanker, out: Path, config: dict) -> dict:
+    """The run's own calibration and dev metrics, as training writes them (what ``ranker evaluate`` reads)."""
+    dev = run_dev_lists(config)
+    logits = dev_logits(model.eval(), run_encoder(out, config), dev)
+    fitted = fit_calibration(dev, logits)
+    write_calibration(out / "calibration.json", fitted)
+    metrics = {"dev": calibrated_report(dev, logits, fitted)}
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    metadata, config, share = soup_of_two(args)
     cells, narrowing = narrowed(
         [graph_weights(g) for g in [args.bundle / metadata["ranker"]["file"], *args.same_weights]]
     )
@@ -202,13 +227,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     args.out.mkdir(parents=True, exist_ok=True)
     model.save(args.out / "ranker", args.bundle / "tokenizer.json")
-    # The run's own calibration and dev metrics, as training writes them (what domain_eval --run reads).
-    dev = run_dev_lists(config)
-    logits = dev_logits(model.eval(), run_encoder(args.out, config), dev)
-    fitted = fit_calibration(dev, logits)
-    write_calibration(args.out / "calibration.json", fitted)
-    metrics = {"dev": calibrated_report(dev, logits, fitted)}
-    (args.out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    metrics = calibrate_run(model, args.out, config)
     config["recovered"] = {
         "from_graph": str(args.bundle / metadata["ranker"]["file"]),
         "bundle_version": metadata["version"],
