@@ -218,3 +218,17 @@ def test_ranker_samples_writes_dev_sequences_with_fp32_logits_of_the_bundles_wei
     onnx.start()
     measured = agreement([onnx.infer(b) for b in samples.batches], samples, bundle.calibration)
     assert 0 < measured.mean_abs_diff <= Settings().auto.max_mean_abs_diff  # int8 arithmetic, not fp32
+
+
+@needs_openvino
+def test_weights_dequantized_at_load_in_f32_reproduce_the_fp32_reference(model_dir: Path) -> None:
+    # --openvino.weights fp32 folds the int8 weights into fp32 once; in f32 that is the very
+    # arithmetic of the samples' reference (ONNX Runtime on the numpy-dequantized graph).
+    bundle = load_bundle(model_dir)
+    if bundle.ranker.samples is None:
+        pytest.skip("the bundle has no samples.json")
+    samples = load_samples(bundle.ranker.samples)
+    backend = OpenVinoBackend(bundle.ranker, precision="f32", weights="fp32", streams=1)
+    backend.start()
+    measured = agreement([backend.infer(b) for b in samples.batches], samples, bundle.calibration)
+    assert measured.top1_agreement == 1.0 and measured.max_abs_diff < 1e-3

@@ -179,6 +179,12 @@ class OpenVinoSettings(BaseModel):
         "request gets the whole CPU quota (0: the container's CPUs). It is a second compilation of the "
         "graph; set it to threads-per-stream (or lower) to keep one.",
     )
+    weights: Literal["int8", "fp32"] = Field(
+        "int8",
+        description="int8: the shipped graph's int8 weights run as int8 products over activations "
+        "quantized per token; fp32: the weights are dequantized once at load and the products run at "
+        "the precision (more memory, no activation quantization).",
+    )
     dynamic_quantization_group_size: int | None = Field(
         None,
         ge=0,

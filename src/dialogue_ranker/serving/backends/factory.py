@@ -80,6 +80,7 @@ def openvino_backend(settings: Settings, spec: OnnxModelSpec, precision: Precisi
         requests=batch_workers(settings.batching.workers),
         solo_threads=ov.solo_threads or available_cpus(),
         dynamic_quantization_group_size=ov.dynamic_quantization_group_size,
+        weights=ov.weights,
     )
 
 

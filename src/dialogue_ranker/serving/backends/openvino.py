@@ -40,6 +40,9 @@ logger = logging.getLogger(__name__)
 
 #: What OpenVINO computes the graph's non-quantized parts in.
 Precision = Literal["bf16", "f32"]
+#: How the shipped graph's int8 weights are used: as int8 products (``int8``), or dequantized once at
+#: load (OpenVINO's constant folding of the decompression step) and run at the precision (``fp32``).
+Weights = Literal["int8", "fp32"]
 INSTALL_HINT = "pip install 'ranking-service[openvino]'"
 
 
@@ -64,6 +67,7 @@ def compile_graph(
     streams: int,
     threads: int,
     dynamic_quantization_group_size: int | None = None,
+    weights: Weights = "int8",
 ) -> Any:
     """The ONNX graph at ``path`` compiled for the CPU (an ``openvino.CompiledModel``).
 
@@ -85,7 +89,14 @@ def compile_graph(
         config["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = dynamic_quantization_group_size
     try:
         core = ov.Core()
-        return core.compile_model(core.read_model(str(path)), "CPU", config)
+        model = core.read_model(str(path))
+        if weights == "fp32":  # fold (weights - zero point) x scale into fp32 constants, once
+            from openvino import passes
+
+            manager = passes.Manager()
+            manager.register_pass(passes.ConstantFolding())
+            manager.run_passes(model)
+        return core.compile_model(model, "CPU", config)
     except Exception as e:  # openvino raises RuntimeError subclasses of its own for every failure
         raise BackendUnavailable(f"openvino cannot compile {path.name}: {e}") from e
 
@@ -105,8 +116,10 @@ class OpenVinoBackend:
         requests: int = 1,
         solo_threads: int | None = None,
         dynamic_quantization_group_size: int | None = None,
+        weights: Weights = "int8",
     ) -> None:
         self.spec = spec
+        self.weights: Weights = weights
         self.precision: str = precision
         self.streams = max(1, streams)
         self.threads_per_stream = max(1, threads_per_stream)
@@ -137,10 +150,10 @@ class OpenVinoBackend:
             pool.put(request)
         self._pool = pool
         logger.info(
-            "openvino model compiled file=%s precision=%s streams=%d threads_per_stream=%d requests=%d "
-            "solo_threads=%s",
-            self.spec.path.name, self.precision, self.streams, self.threads_per_stream, self.requests,
-            self.solo_threads,
+            "openvino model compiled file=%s precision=%s weights=%s streams=%d threads_per_stream=%d "
+            "requests=%d solo_threads=%s",
+            self.spec.path.name, self.precision, self.weights, self.streams, self.threads_per_stream,
+            self.requests, self.solo_threads,
         )  # fmt: skip
 
     def _compile(self, streams: int, threads: int) -> Any:
@@ -150,6 +163,7 @@ class OpenVinoBackend:
             streams=streams,
             threads=threads,
             dynamic_quantization_group_size=self.dynamic_quantization_group_size,
+            weights=self.weights,
         )
 
     def close(self) -> None:
