@@ -262,14 +262,12 @@ def test_training_on_ranking_lists_writes_a_usable_run_directory(tmp_path, share
     assert set(found["alphas"]) == {"0.0", "1.0"} and found["alphas"]["1.0"]["held"]["lists"] == 20
     # The evaluation CLI scores a run in PyTorch as interpolate scored it at alpha 1 (the same
     # order), with the run's own calibration: probabilities in [0, 1], the run's threshold.
-    from dialogue_ranker.training import domain_eval
+    from dialogue_ranker.training import evaluate_run
 
-    by_run = domain_eval.main(["--run", str(out), "--lists", f"held={held}", "--split", "all"])["held"]
+    by_run = evaluate_run.main(["--run", str(out), "--lists", f"held={held}", "--split", "all"])["held"]
     for metric in ("lists", "precision_at_1", "ndcg_at_3", "mrr"):
         assert by_run[metric] == found["alphas"]["1.0"]["held"][metric], metric
     assert 0.0 <= by_run["ece"] <= 1.0 and by_run["abstention_accuracy"] is not None
-    with pytest.raises(SystemExit):  # a card describes a bundle
-        domain_eval.main(["--run", str(out), "--lists", f"held={held}", "--card", str(held)])
     assert json.loads((mixed / "config.json").read_text())["interpolation"]["alpha"] == 0.5
     assert (mixed / "ranker" / "cosine.pt").is_file() and (mixed / "calibration.json").is_file()
 
@@ -427,7 +425,7 @@ def test_the_pair_layout_reads_the_context_with_each_candidate_and_is_not_export
     assert result["steps"] == 1 and result["lists"]["sugar"]["dev"] == 6
     assert json.loads((out / "config.json").read_text())["encoding"]["kind"] == "pair-design-run"
     with pytest.raises(SystemExit, match="not exported"):
-        export_main(["--run", str(out)])
+        export_main(["--run", str(out), "--out", str(tmp_path / "model")])
     # Full attention: the context's tokens read the candidate, so a candidate changes them; with the
     # shared-prefix mask they never do.
     encoder = ListEncoder.from_file(backbone_dir(), max_prefix_tokens=64, max_candidate_tokens=16)
@@ -642,7 +640,8 @@ def test_export_of_an_unfinished_run_says_so_without_a_traceback(tmp_path):
     pytest.importorskip("torch", reason="training extras (torch) are not installed")
     run = tmp_path / "run-in-progress"
     run.mkdir()
-    command = ["export", "--run", str(run), "--out", str(tmp_path / "model"), "--threshold-on", "sugar"]
+    command = ["dialogue_ranker.export", "--run", str(run), "--out", str(tmp_path / "model")]
+    command += ["--threshold-on", "sugar"]
     done = subprocess.run([sys.executable, "-m", *command], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr
     assert f"{run}: not a finished training run (no config.json)" in done.stderr
