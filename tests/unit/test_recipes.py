@@ -135,7 +135,7 @@ def test_the_cpu_recipe_runs_on_cpu_within_the_hour():
     assert sum(s.minutes_cpu or 0 for s in recipe.stages) <= 60
     trains = [s for s in recipe.stages if s.kind == "train"]
     assert [s.precision for s in trains] == ["auto", "auto"]
-    assert trains[0].data == ["sugar.jsonl:2", "topical-chat.jsonl:0.08"] and trains[1].init == trains[0].name
+    assert trains[0].data == ["sugar.jsonl:1", "topical-chat.jsonl:0.04"] and trains[1].init == trains[0].name
     export = " ".join(argv_of(plan, "bundle"))
     assert "--out runs/dialogue-minilm-l6-cpu/bundle " in export and "models/" not in export
     assert "--variants int8_blockwise" in export and "--prior-weight 0 " in f"{export} "
