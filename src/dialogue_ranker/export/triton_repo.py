@@ -52,6 +52,7 @@ import onnxruntime as ort
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
+from dialogue_ranker.export.openvino_ir import write_openvino_ir
 from dialogue_ranker.serving.list_encoding import PREFIX_SEGMENT, ListEncoder
 from dialogue_ranker.serving.model_bundle import ModelBundle, OnnxModelSpec, load_bundle
 
@@ -283,20 +284,6 @@ def _add_openvino(config: mc.ModelConfig, options: RepositoryOptions) -> None:
     }
     for key, value in parameters.items():
         config.parameters[key].string_value = value
-
-
-def write_openvino_ir(onnx_path: Path, xml_path: Path) -> Path:
-    """Convert an ONNX graph to OpenVINO IR (``.xml`` and ``.bin``), int8 weights kept as they are.
-
-    Raises:
-        SystemExit: the ``openvino`` package is not installed.
-    """
-    try:
-        import openvino as ov
-    except ImportError as e:
-        raise SystemExit("--runtime openvino needs the openvino package: pip install '.[openvino]'") from e
-    ov.save_model(ov.Core().read_model(str(onnx_path)), str(xml_path), compress_to_fp16=False)
-    return xml_path
 
 
 def config_text(config: mc.ModelConfig) -> str:
