@@ -12,13 +12,17 @@ A backend knows nothing of HTTP, requests or batching policy. Two kinds exist:
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+import threading
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 from typing_extensions import TypeIs
 
+from dialogue_ranker.serving.errors import BackendUnavailable
 from dialogue_ranker.serving.list_encoding import ListBatch
+from dialogue_ranker.serving.model_bundle import OnnxModelSpec
 from dialogue_ranker.serving.tokenization import Batch
 
 #: A one-pair probe for the health checks: small ids are inside any vocabulary.
@@ -99,3 +103,40 @@ def probe_batch(input_names: Sequence[str]) -> Batch | ListBatch:
         return ListBatch(_PROBE_IDS, segments.clip(0, 1), positions, segments, 5, similarity)
     ones = np.ones_like(_PROBE_IDS)
     return Batch(_PROBE_IDS, ones, np.zeros_like(_PROBE_IDS), real_tokens=int(ones.sum()))
+
+
+def require_inputs(spec: OnnxModelSpec, graph_inputs: Collection[str]) -> None:
+    """Check that the loaded graph takes every input the bundle names.
+
+    Raises:
+        BackendUnavailable: some are missing (the bundle and its graph do not belong together).
+    """
+    missing = set(spec.input_names) - set(graph_inputs)
+    if missing:
+        raise BackendUnavailable(f"{spec.path.name} lacks inputs {sorted(missing)}")
+
+
+class CallsInFlight:
+    """Counts an in-process backend's calls, so that one starting alone can take every CPU.
+
+    A call that starts while no other runs may use a session (or compilation) with the whole CPU
+    quota: a lone request then takes the time of every thread, not of its one-thread share. Under
+    load calls overlap and each keeps its share, so the CPUs are never asked for more threads than
+    they have for longer than one call.
+    """
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def call(self) -> Iterator[bool]:
+        """Count one call for its duration; yields whether it started alone."""
+        with self._lock:
+            alone = self._count == 0
+            self._count += 1
+        try:
+            yield alone
+        finally:
+            with self._lock:
+                self._count -= 1

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import logging
-import threading
 
 import numpy as np
 import onnxruntime as ort
 
-from dialogue_ranker.serving.backends.base import probe_batch
+from dialogue_ranker.serving.backends.base import CallsInFlight, probe_batch, require_inputs
 from dialogue_ranker.serving.errors import BackendError, BackendUnavailable
 from dialogue_ranker.serving.list_encoding import ListBatch
 from dialogue_ranker.serving.model_bundle import OnnxModelSpec
@@ -35,23 +34,16 @@ class OnnxBackend:
         self.precision = spec.precision
         self.intra_op_threads = intra_op_threads
         self.inter_op_threads = inter_op_threads
-        # A call that starts while no other runs may use the whole CPU quota: a lone request then
-        # takes the time of a session with every thread, not of its one-thread share. Under load
-        # calls overlap and each keeps its share, so the CPUs are never asked for more threads
-        # than they have for longer than one call.
+        # A call that starts alone runs on a session with every CPU of the quota (CallsInFlight).
         self.solo_threads = solo_threads if solo_threads and solo_threads > intra_op_threads else None
         self._session: ort.InferenceSession | None = None
         self._solo_session: ort.InferenceSession | None = None
-        self._in_flight = 0
-        self._lock = threading.Lock()
+        self._calls = CallsInFlight()
 
     def start(self) -> None:
         """Create the session(s). Raises BackendUnavailable when the graph does not load."""
         session = self._load(self.intra_op_threads)
-        graph_inputs = {i.name for i in session.get_inputs()}
-        missing = set(self.spec.input_names) - graph_inputs
-        if missing:
-            raise BackendUnavailable(f"{self.spec.path.name} lacks inputs {sorted(missing)}")
+        require_inputs(self.spec, [i.name for i in session.get_inputs()])
         self._solo_session = None if self.solo_threads is None else self._load(self.solo_threads)
         if self._solo_session is not None:
             # The batcher's warm-up calls run alone, on the solo session: pay this one's first call.
@@ -96,16 +88,11 @@ class OnnxBackend:
         session = self._session
         if session is None:
             raise BackendUnavailable("onnx session is not started")
-        with self._lock:
-            alone = self._in_flight == 0
-            self._in_flight += 1
-        if alone and self._solo_session is not None:
-            session = self._solo_session
-        try:
-            (logits,) = session.run([self.spec.output_name], batch.as_feeds(self.spec.input_names))
-        except Exception as e:  # onnxruntime raises its own untyped errors
-            raise BackendError(f"onnx runtime failed on a batch of shape {batch.shape}") from e
-        finally:
-            with self._lock:
-                self._in_flight -= 1
+        with self._calls.call() as alone:
+            if alone and self._solo_session is not None:
+                session = self._solo_session
+            try:
+                (logits,) = session.run([self.spec.output_name], batch.as_feeds(self.spec.input_names))
+            except Exception as e:  # onnxruntime raises its own untyped errors
+                raise BackendError(f"onnx runtime failed on a batch of shape {batch.shape}") from e
         return batch.readout(logits)

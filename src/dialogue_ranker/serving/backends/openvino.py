@@ -23,13 +23,12 @@ from __future__ import annotations
 import importlib.util
 import logging
 import queue
-import threading
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from dialogue_ranker.serving.backends.base import probe_batch
+from dialogue_ranker.serving.backends.base import CallsInFlight, probe_batch, require_inputs
 from dialogue_ranker.serving.cpu import native_bf16
 from dialogue_ranker.serving.errors import BackendError, BackendUnavailable
 from dialogue_ranker.serving.list_encoding import ListBatch
@@ -133,16 +132,12 @@ class OpenVinoBackend:
         self.solo_threads = solo_threads if solo_threads and solo_threads > self.threads_per_stream else None
         self._pool: queue.SimpleQueue[Any] | None = None
         self._solo: Any = None
-        self._in_flight = 0
-        self._lock = threading.Lock()
+        self._calls = CallsInFlight()
 
     def start(self) -> None:
         """Compile the graph (twice with a solo compilation). Raises BackendUnavailable when it cannot."""
         compiled = self._compile(self.streams, self.streams * self.threads_per_stream)
-        graph_inputs = {name for port in compiled.inputs for name in port.get_names()}
-        missing = set(self.spec.input_names) - graph_inputs
-        if missing:
-            raise BackendUnavailable(f"{self.spec.path.name} lacks inputs {sorted(missing)}")
+        require_inputs(self.spec, {name for port in compiled.inputs for name in port.get_names()})
         pool: queue.SimpleQueue[Any] = queue.SimpleQueue()
         for _ in range(self.requests):
             pool.put(compiled.create_infer_request())
@@ -188,20 +183,16 @@ class OpenVinoBackend:
         pool = self._pool
         if pool is None:
             raise BackendUnavailable("openvino backend is not started")
-        with self._lock:
-            alone = self._in_flight == 0
-            self._in_flight += 1
-        solo = self._solo if alone else None
-        request = solo if solo is not None else pool.get()
-        try:
-            output = request.infer(batch.as_feeds(self.spec.input_names))
-            # The output tensor is the request's own buffer, reused by its next call: copy it out.
-            logits = np.array(output[self.spec.output_name], dtype=np.float32, copy=True)
-        except Exception as e:  # openvino raises its own untyped errors
-            raise BackendError(f"openvino failed on a batch of shape {batch.shape}") from e
-        finally:
-            if solo is None:
-                pool.put(request)
-            with self._lock:
-                self._in_flight -= 1
+        with self._calls.call() as alone:
+            solo = self._solo if alone else None
+            request = solo if solo is not None else pool.get()
+            try:
+                output = request.infer(batch.as_feeds(self.spec.input_names))
+                # The output tensor is the request's own buffer, reused by its next call: copy it out.
+                logits = np.array(output[self.spec.output_name], dtype=np.float32, copy=True)
+            except Exception as e:  # openvino raises its own untyped errors
+                raise BackendError(f"openvino failed on a batch of shape {batch.shape}") from e
+            finally:
+                if solo is None:
+                    pool.put(request)
         return batch.readout(logits)
