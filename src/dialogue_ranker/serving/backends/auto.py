@@ -84,6 +84,11 @@ class Trial:
     mean_abs_diff: float | None = None
     max_abs_diff: float | None = None
 
+    @property
+    def label(self) -> str:
+        """``runtime/precision``, as logs and metrics print it."""
+        return f"{self.runtime}/{self.precision}"
+
 
 @dataclass(frozen=True)
 class BackendChoice:
@@ -98,7 +103,7 @@ class BackendChoice:
     def rates(self) -> str:
         """``runtime/precision=candidates per second`` of each timed candidate, space-separated."""
         return " ".join(
-            f"{t.runtime}/{t.precision}={t.candidates_per_s:.1f}"
+            f"{t.label}={t.candidates_per_s:.1f}"
             for t in self.trials
             if t.candidates_per_s is not None
         )
@@ -314,11 +319,7 @@ class AutoBackend:
 
 
 def _summary(trials: Sequence[Trial]) -> str:
-    parts = []
-    for t in trials:
-        label = f"{t.runtime}/{t.precision}"
-        if t.accepted:
-            parts.append(f"{label} {t.candidates_per_s:.1f}/s")
-        else:
-            parts.append(f"{label} refused: {t.note}")
-    return "; ".join(parts)
+    return "; ".join(
+        f"{t.label} {t.candidates_per_s:.1f}/s" if t.accepted else f"{t.label} refused: {t.note}"
+        for t in trials
+    )
