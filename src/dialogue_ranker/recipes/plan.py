@@ -99,71 +99,65 @@ class Plan:
         return argv + (["--negatives", conv.negatives] if conv.negatives else [])
 
     def _command(self, stage: _Stage) -> list[str]:
-        out = self.stage_dir(stage.name)
-        argv: list[str]
+        """The stage's command after ``ranker``: its kind's flags, then its ``extra_args``."""
         if isinstance(stage, TrainStage):
-            argv = ["train"]
-            for entry in stage.data:
-                name, weight = _weighted(entry)
-                argv += ["--data", self.data_file(name) + (f":{weight:g}" if weight is not None else "")]
-            if stage.init:
-                argv += ["--init", self.stage_dir(stage.init)]
-            for teacher in stage.teachers:
-                name, weight = _weighted(teacher)
-                argv += ["--teacher", f"{self.stage_dir(name)}:{weight:g}"]
-            argv += _flags(
-                stage, ["distill_weight", "batch_lists", "lr", "seed", "max_steps", "precision", "dev_lists"]
-            )
-            argv += ["--out", out]
+            argv = self._train(stage)
         elif isinstance(stage, SoupStage):
-            (first, _), *others = [_weighted(r) for r in stage.runs]
-            argv = ["interpolate", "--run", self.stage_dir(first)]
-            for name, weight in others:
-                argv += ["--with", f"{self.stage_dir(name)}:{weight:g}"]
-            argv += ["--alpha", f"{stage.alpha:g}", "--alphas", f"{stage.alpha:g}", "--out", out]
+            argv = self._soup(stage)
         elif isinstance(stage, ExportStage):
-            argv = [
-                "export",
-                "--run",
-                self.stage_dir(stage.run),
-                "--out",
-                out,
-                "--build",
-                f"{self.out_rel}/.build/{stage.name}",
-                "--version",
-                stage.version or self.recipe.version,
-            ]
-            if stage.bundle_name:
-                argv += ["--name", stage.bundle_name]
-            for field in ("variants", "threshold_on", "calibrate_on"):
-                value = getattr(stage, field)
-                if value:
-                    argv += [f"--{field.replace('_', '-')}", ",".join(value)]
-            argv += _flags(stage, ["last_turn_weight", "prior_weight", "dev_lists"])
+            argv = self._export(stage)
         elif isinstance(stage, EvaluateStage):
-            bundle = self.stage_dir(stage.bundle or "")
-            if stage.protocol == "lists":
-                argv = ["evaluate", "--model", bundle, "--split", stage.split]
-                for name, entry in stage.lists.items():
-                    argv += ["--lists", f"{name}={self.data_file(entry)}"]
-                argv += _flags(stage, ["max_lists"])
-                argv += ["--out", f"{bundle}/{stage.out or f'eval-{stage.name}.json'}"]
-            else:
-                argv = [
-                    "evaluate-sugar",
-                    "--model",
-                    bundle,
-                    "--data",
-                    self.data_file(stage.sugar or ""),
-                    "--split",
-                    stage.split,
-                ]
-                argv += ["--out-md", f"{bundle}/{stage.out_md or f'eval-sugar-{stage.split}.md'}"]
+            argv = self._evaluate(stage)
         elif isinstance(stage, CardStage):
             argv = ["card", self.stage_dir(stage.bundle or "")]
         else:  # pragma: no cover - the schema's union is closed
             raise RecipeError(f"stage {stage.name}: unknown kind")
         return argv + list(stage.extra_args)
+
+    def _train(self, stage: TrainStage) -> list[str]:
+        argv = ["train"]
+        for entry in stage.data:
+            name, weight = _weighted(entry)
+            argv += ["--data", self.data_file(name) + (f":{weight:g}" if weight is not None else "")]
+        if stage.init:
+            argv += ["--init", self.stage_dir(stage.init)]
+        for teacher in stage.teachers:
+            name, weight = _weighted(teacher)
+            argv += ["--teacher", f"{self.stage_dir(name)}:{weight:g}"]
+        flags = ["distill_weight", "batch_lists", "lr", "seed", "max_steps", "precision", "dev_lists"]
+        return argv + _flags(stage, flags) + ["--out", self.stage_dir(stage.name)]
+
+    def _soup(self, stage: SoupStage) -> list[str]:
+        (first, _), *others = [_weighted(r) for r in stage.runs]
+        argv = ["interpolate", "--run", self.stage_dir(first)]
+        for name, weight in others:
+            argv += ["--with", f"{self.stage_dir(name)}:{weight:g}"]
+        alpha = f"{stage.alpha:g}"
+        return argv + ["--alpha", alpha, "--alphas", alpha, "--out", self.stage_dir(stage.name)]
+
+    def _export(self, stage: ExportStage) -> list[str]:
+        argv = ["export", "--run", self.stage_dir(stage.run), "--out", self.stage_dir(stage.name)]
+        argv += ["--build", f"{self.out_rel}/.build/{stage.name}"]
+        argv += ["--version", stage.version or self.recipe.version]
+        if stage.bundle_name:
+            argv += ["--name", stage.bundle_name]
+        for field in ("variants", "threshold_on", "calibrate_on"):
+            value = getattr(stage, field)
+            if value:
+                argv += [f"--{field.replace('_', '-')}", ",".join(value)]
+        return argv + _flags(stage, ["last_turn_weight", "prior_weight", "dev_lists"])
+
+    def _evaluate(self, stage: EvaluateStage) -> list[str]:
+        bundle = self.stage_dir(stage.bundle or "")
+        if stage.protocol == "lists":
+            argv = ["evaluate", "--model", bundle, "--split", stage.split]
+            for name, entry in stage.lists.items():
+                argv += ["--lists", f"{name}={self.data_file(entry)}"]
+            argv += _flags(stage, ["max_lists"])
+            return argv + ["--out", f"{bundle}/{stage.out or f'eval-{stage.name}.json'}"]
+        argv = ["evaluate-sugar", "--model", bundle, "--data", self.data_file(stage.sugar or "")]
+        argv += ["--split", stage.split]
+        return argv + ["--out-md", f"{bundle}/{stage.out_md or f'eval-sugar-{stage.split}.md'}"]
 
     # -- status --
     def marker(self, step: Step) -> dict | None:
