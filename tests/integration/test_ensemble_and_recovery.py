@@ -108,3 +108,25 @@ def test_a_soup_member_comes_back_from_the_blockwise_graph_and_the_other_member(
     truth, back = logits(member), logits(recovered)
     soup_logits = np.concatenate(score_sequences(session(graph), encoder, requests))
     assert np.abs(back - truth).max() < np.abs(soup_logits - truth).max() / 2
+
+
+def test_a_stage_on_top_of_the_shipped_model_starts_from_its_graph_s_weights(model_dir):
+    """``ranker train --init-bundle``: the shipped graph's weights, dequantized, score as the graph does."""
+    from dialogue_ranker.evaluation.scoring import score_sequences, session
+    from dialogue_ranker.serving.list_encoding import ListEncoder
+    from dialogue_ranker.serving.model_bundle import load_bundle
+    from dialogue_ranker.training.recover import dequantized_ranker
+    from dialogue_ranker.training.shared_prefix import score_requests
+
+    bundle = load_bundle(model_dir)
+    model, moved = dequantized_ranker(model_dir, head="cosine")
+    assert moved["weights"] > 20_000_000 and 0.9 * moved["weights"] < moved["quantized"] < moved["weights"]
+    encoder = bundle.pair_encoder()
+    assert isinstance(encoder, ListEncoder)
+    requests = [encoder.encode_request(*r) for r in REQUESTS]
+    torch_logits = score_requests(model.eval(), encoder, requests, torch.device("cpu"))
+    graph_logits = score_sequences(session(bundle.ranker.path), encoder, requests)
+    for ours, shipped in zip(torch_logits, graph_logits, strict=True):
+        # The graph also quantizes activations (per token and block): close, not equal.
+        assert int(np.argmax(ours)) == int(np.argmax(shipped)), (ours, shipped)
+        assert np.abs(np.asarray(ours) - np.asarray(shipped)).max() < 0.3, (ours, shipped)

@@ -275,6 +275,112 @@ CASES = [
 ]
 
 
+def _situated_pair(name, request, situation, other_situation, fitting, careless, aside):
+    """One request under two situations: one calls for the careless yes, the other for the reply
+    that names the statement and offers the alternative (issue 46's kind of miss)."""
+    candidates = [careless, fitting, aside]
+    return [
+        _case(f"{name}-declines", request, candidates, 1, situations=situation),
+        _case(f"{name}-accepts", request, candidates, 0, situations=other_situation),
+    ]
+
+
+#: Same request, opposite situation: only the statements tell which reply fits. Written for model
+#: 2.9.0's situation-contrastive stage before it was trained (none from SUGAR).
+SITUATED_PAIRS = [
+    *_situated_pair(
+        "dinner-shellfish",
+        "What should I cook for dinner?",
+        ["[user] is allergic to shellfish.", "There is chicken and rice in the fridge."],
+        ["[user] loves seafood.", "There is shrimp, garlic and pasta in the kitchen."],
+        "Since you are allergic to shellfish, how about a chicken stir-fry with the rice in the fridge?",
+        "How about a shrimp and garlic pasta?",
+        "Dinner is usually eaten in the evening.",
+    ),
+    *_situated_pair(
+        "restaurant-monday",
+        "Book me a table at Luigi's tonight.",
+        ["Luigi's is closed on Mondays.", "Today is Monday."],
+        ["Luigi's is open every evening until 11 pm.", "Today is Friday."],
+        "Luigi's is closed on Mondays, so I can't book it tonight. Shall I book it for tomorrow instead?",
+        "Done, your table at Luigi's is booked for tonight.",
+        "Italian food is popular all over the world.",
+    ),
+    *_situated_pair(
+        "flat-tyre",
+        "I want to drive to work.",
+        ["The car has a flat tyre.", "It is 8 am."],
+        ["The car was serviced yesterday.", "The fuel tank is full."],
+        "The car has a flat tyre, so it can't be driven now. Shall I call you a taxi to work instead?",
+        "Great, the car is ready. Drive safely!",
+        "Cars were invented in the nineteenth century.",
+    ),
+    *_situated_pair(
+        "lake-storm",
+        "Let's go for a swim at the lake.",
+        ["A thunderstorm warning is in effect.", "The lake is a short walk away."],
+        ["It is sunny and warm today.", "The lake is a short walk away."],
+        "There is a thunderstorm warning, so the lake isn't safe today. How about the indoor pool instead?",
+        "Perfect weather for the lake, let's go!",
+        "Lakes are bodies of fresh water.",
+    ),
+    *_situated_pair(
+        "train-strike",
+        "When is the next train to the city?",
+        ["The train drivers are on strike today.", "There is a bus stop near the house."],
+        ["Trains to the city run every fifteen minutes today.", "The station is near the house."],
+        "There are no trains today because of the drivers' strike. Shall I look up a bus to the city?",
+        "The next train to the city leaves in ten minutes.",
+        "Trains run on rails.",
+    ),
+    *_situated_pair(
+        "car-keys-beer",
+        "Can you get the car keys so I can drive home?",
+        ["[user] has had three beers tonight.", "[user] is at a friend's party."],
+        ["[user] has only had water tonight.", "[user] is at a friend's party."],
+        "You have had three beers, so you shouldn't drive. Shall I call you a taxi home?",
+        "Sure, here are your car keys. Drive safely!",
+        "Keys are usually made of metal.",
+    ),
+    *_situated_pair(
+        "vegan-lunch",
+        "Can you suggest a lunch for me?",
+        ["[user] is vegan.", "There are chickpeas and avocados in the kitchen."],
+        ["[user] loves ham and cheese.", "There is bread, ham and cheese in the kitchen."],
+        "Since you are vegan, how about a chickpea and avocado wrap?",
+        "How about a ham and cheese sandwich?",
+        "Lunch is the meal eaten at midday.",
+    ),
+    *_situated_pair(
+        "printer-ink",
+        "Please print my boarding pass.",
+        ["The printer is out of ink.", "[user] has a smartphone."],
+        ["The printer has plenty of ink and paper.", "[user] has a smartphone."],
+        "The printer is out of ink, so I can't print it. Shall I send the boarding pass to your phone?",
+        "Your boarding pass is printing now.",
+        "Boarding passes show your seat number.",
+    ),
+    *_situated_pair(
+        "call-dentist",
+        "Can you set up a call with Anna at 3 pm today?",
+        ["[user] has a dentist appointment at 3 pm today.", "[user] is free from 4 pm."],
+        ["[user]'s afternoon is free today.", "Anna is free all afternoon."],
+        "You have a dentist appointment at 3 pm. Shall I set up the call with Anna at 4 pm instead?",
+        "Done, your call with Anna is set for 3 pm today.",
+        "Anna is a common name.",
+    ),
+    *_situated_pair(
+        "pharmacy-hours",
+        "I need to pick up my prescription from the pharmacy now.",
+        ["The pharmacy closes at 6 pm.", "It is 7 pm now."],
+        ["The pharmacy is open until 9 pm.", "It is 5 pm now."],
+        "The pharmacy closed at 6 pm. Shall I find a pharmacy nearby that is still open?",
+        "The pharmacy is open, you can pick it up right away.",
+        "Pharmacies sell medicine.",
+    ),
+]
+CASES += SITUATED_PAIRS
+
 #: Cases the service with model 2.8.0 (and 2.7.0) gets wrong (the person's pick is not first), and whether the
 #: service abstains on the hot-room request. Update with the README's count when the model changes.
 #: (2.6.0 and 2.5.1 also missed "service-cancel".)

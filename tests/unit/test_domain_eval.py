@@ -55,3 +55,19 @@ def test_the_metrics_of_one_dataset() -> None:
     # grade-0 candidates make no pair: 3 of 5.
     assert result["pair_agreement"] == pytest.approx(12 / 14, abs=1e-4)
     assert 0.0 <= result["ece"] <= 1.0 and 0.0 <= result["abstention_accuracy"] <= 1.0
+
+
+def test_the_situation_flip_metric_counts_the_best_reply_against_each_flipped_one() -> None:
+    flipped = ranking_list(
+        Candidate("best", 2),
+        Candidate("ok", 1),
+        Candidate("bad", 0),
+        Candidate("their best", 0, "situation-flip"),
+        Candidate("their other best", 0, "situation-flip"),
+    )
+    plain = ranking_list(Candidate("best", 2), Candidate("bad", 0))
+    # "best" beats the first flipped reply, ties the second (half); "ok" outscoring both plays no part.
+    result = evaluate([flipped, plain], [np.array([0.6, 0.9, 0.1, 0.5, 0.6]), np.array([0.9, 0.1])], 0.5)
+    assert result["situation_flip"] == 0.75 and result["situation_flip_pairs"] == 2
+    assert evaluate([plain], [np.array([0.9, 0.1])], 0.5)["situation_flip"] is None
+

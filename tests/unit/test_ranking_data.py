@@ -284,6 +284,40 @@ def test_the_sugar_converter_adds_the_wrong_replies_asked_for(tmp_path: Path) ->
     assert second.candidates[5].text == "Sure, here is a glass."
 
 
+def test_situation_flip_negatives_are_the_same_request_s_opposite_best_replies(tmp_path: Path) -> None:
+    declined = sugar_row(5) | {"polarity": "no", "r": "Sorry, the tap is broken. Juice instead?"}
+    also_yes = sugar_row(6) | {"r": "Sure, a cold one coming up."}
+    elsewhere = sugar_row(7) | {"u": "Can you turn on the lights?", "polarity": "no", "r": "The bulb is out."}
+    source = tmp_path / "sugar.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in (sugar_row(4), declined, also_yes, elsewhere)))
+    out = tmp_path / "out.jsonl"
+    argv = ["sugar", str(source), str(out), "--negatives", "situation-flip:5", "--group-by", "request"]
+    assert convert.main(argv) == 0
+    lists = read_lists(out)
+    flips = [[c.text for c in x.candidates if c.generator == "situation-flip"] for x in lists]
+    # Each accepting example gets the declining one's best reply, and the mirror: the declining
+    # example gets both accepting ones' (same polarity and other requests never count).
+    assert flips == [
+        ["Sorry, the tap is broken. Juice instead?"],
+        sorted(["Sure, here is a glass.", "Sure, a cold one coming up."], key=flips[1].index),
+        ["Sorry, the tap is broken. Juice instead?"],
+        [],
+    ]
+    assert all(c.label == 0 for x in lists for c in x.candidates if c.generator == "situation-flip")
+    # By request: the three examples of one request are one group, so one side of the split.
+    assert [x.group for x in lists] == ["sugar-request: Can you get me some water?"] * 3 + [
+        "sugar-request: Can you turn on the lights?"
+    ]
+
+
+def test_group_by_is_for_sugar_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "dd.jsonl"
+    source.write_text("{}\n")
+    with pytest.raises(SystemExit) as exit_:
+        convert.main(["dailydialog-pp", str(source), str(tmp_path / "o.jsonl"), "--group-by", "request"])
+    assert exit_.value.code == 2 and "--group-by is for sugar" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("dataset", "mix"), [("sugar", "fact:1"), ("sugar", "statement:x"), ("dailydialog-pp", "statement:1")]
 )

@@ -25,6 +25,8 @@ ATTRIBUTION = (
 SETTINGS = ("u", "u+S1", "u+S")
 DISTRACTOR_COUNTS = (5, 10, 15)
 SPLITS = ("train", "dev", "test")
+#: How SUGAR examples are grouped for the train/dev/test split (:func:`sugar_group`).
+GROUPINGS = ("example", "request")
 
 
 @dataclass(frozen=True)
@@ -40,11 +42,19 @@ class SugarExample:
     expanded: tuple[str, ...]
     expanded_gold: tuple[int, ...]
     expanded_distractors: dict[int, tuple[int, ...]]
+    #: ``yes`` when the situation lets the assistant do what is asked, ``no`` when it calls for
+    #: declining (every candidate of an example shares its example's polarity).
+    polarity: str = "yes"
 
     @property
     def turns(self) -> list[Turn]:
         """The context: the user's request as one turn."""
         return [Turn("user", self.request)]
+
+    @property
+    def best_reply(self) -> str:
+        """The first of the candidates rated highest."""
+        return self.candidates[self.labels.index(max(self.labels))]
 
     @property
     def has_bad(self) -> bool:
@@ -86,6 +96,7 @@ def _parse(row: dict) -> SugarExample:
         labels=tuple(labels),
         expanded=tuple(row.get("s.expanded.sents", ())),
         expanded_gold=tuple(int(i) for i in row.get("s.expanded.gold.sents.indices", ())),
+        polarity=str(row.get("polarity", "yes")),
         expanded_distractors={
             n: tuple(int(i) for i in row[f"s.expanded.dist.sents.indices.{n}"])
             for n in DISTRACTOR_COUNTS
@@ -113,6 +124,19 @@ def split_indices(
         "dev": sorted(ids[n_test : n_test + n_dev]),
         "train": sorted(ids[n_test + n_dev :]),
     }
+
+
+def sugar_group(example: SugarExample, group_by: str = "example") -> str:
+    """The split group of an example: itself (models up to 2.8.0) or its request text.
+
+    By request, every example of a request falls on one side of the split, so dev and test hold
+    requests the model has not trained on (the ``[xxx]`` slots are kept as they are).
+    """
+    if group_by == "example":
+        return f"sugar-{example.index}"
+    if group_by == "request":
+        return f"sugar-request: {example.request}"
+    raise ValueError(f"group_by must be one of {', '.join(GROUPINGS)}, not {group_by!r}")
 
 
 def select(examples: Sequence[SugarExample], ids: Sequence[int]) -> list[SugarExample]:

@@ -141,6 +141,16 @@ class ListScorer:
         return [np.asarray(self.bundle.calibration(z)) for z in logits]
 
 
+def situation_flips(x: RankingList, p: np.ndarray) -> tuple[float, int]:
+    """Pairs won by the list's best reply (its first top-graded one) against its ``situation-flip`` ones."""
+    flipped = [s for s, c in zip(p, x.candidates, strict=True) if c.generator == "situation-flip"]
+    if not flipped:
+        return 0.0, 0
+    gains = [c.gain for c in x.candidates]
+    best = float(p[gains.index(max(gains))])
+    return sum((best > s) + 0.5 * (best == s) for s in flipped), len(flipped)
+
+
 def evaluate(
     lists: Sequence[RankingList], probs: Sequence[np.ndarray], threshold: float
 ) -> dict[str, float | int | None]:
@@ -148,6 +158,7 @@ def evaluate(
     p1, ndcg, mrr, r1_of_10, auc_adv, auc_rand = [], [], [], [], [], []
     flat_p, flat_y, grades = [], [], []
     agreeing, pairs = 0.0, 0
+    flips_won, flips = 0.0, 0
     for x, p in zip(lists, probs, strict=True):
         gains = [c.gain for c in x.candidates]
         appropriate = [c.appropriate for c in x.candidates]
@@ -168,6 +179,8 @@ def evaluate(
             )
             if value is not None:
                 out.append(value)
+        won, n = situation_flips(x, p)
+        flips_won, flips = flips_won + won, flips + n
 
     def mean(values: list[float]) -> float | None:
         return round(float(np.mean(values)), 4) if values else None
@@ -181,6 +194,8 @@ def evaluate(
         "auc_adversarial": mean(auc_adv),
         "auc_random": mean(auc_rand),
         "pair_agreement": round(agreeing / pairs, 4) if pairs else None,
+        "situation_flip": round(flips_won / flips, 4) if flips else None,
+        "situation_flip_pairs": flips,
         "ece": round(metrics.expected_calibration_error(flat_p, flat_y), 4),
         "abstention_accuracy": round(
             metrics.abstention_accuracy([q.tolist() for q in probs], grades, threshold), 4
@@ -196,6 +211,7 @@ COLUMNS = (
     "auc_adversarial",
     "auc_random",
     "pair_agreement",
+    "situation_flip",
     "ece",
     "abstention_accuracy",
 )
@@ -204,12 +220,12 @@ COLUMNS = (
 def markdown(model: str, results: dict[str, dict]) -> str:
     """One table: a row per dataset."""
     head = (
-        "| dataset | lists | P@1 | nDCG@3 | MRR | R@1 of 10 | AUC adv. | AUC random | pairs agreed | ECE |"
-        " abstention acc. |"
+        "| dataset | lists | P@1 | nDCG@3 | MRR | R@1 of 10 | AUC adv. | AUC random | pairs agreed |"
+        " situation flip | ECE | abstention acc. |"
     )
-    rows = [f"Model `{model}`.", "", head, "|" + " --- |" * 11]
-    for name, r in results.items():
-        cells = ["-" if r[c] is None else f"{r[c]:.3f}" for c in COLUMNS]
+    rows = [f"Model `{model}`.", "", head, "|" + " --- |" * 12]
+    for name, r in results.items():  # files written before a column existed show it empty
+        cells = ["-" if r.get(c) is None else f"{r[c]:.3f}" for c in COLUMNS]
         rows.append(f"| {name} | {r['lists']} | " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
 

@@ -22,7 +22,15 @@ from pathlib import Path
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from dialogue_ranker.data.sugar import ATTRIBUTION, SugarExample, load_sugar, select, split_indices
+from dialogue_ranker.data.sugar import (
+    ATTRIBUTION,
+    GROUPINGS,
+    SugarExample,
+    load_sugar,
+    select,
+    split_indices,
+    sugar_group,
+)
 from dialogue_ranker.evaluation import metrics
 from dialogue_ranker.evaluation.domains import group_split
 from dialogue_ranker.evaluation.grouping import score_grouped
@@ -53,7 +61,6 @@ ROWS = [
     ("u+S1+10 distractors (selection)", "d10", True),
     ("u+S1+15 distractors (selection)", "d15", True),
 ]
-
 
 
 def ranking_metrics(scores: Sequence[Sequence[float]], examples: Sequence[SugarExample]) -> dict[str, float]:
@@ -224,6 +231,13 @@ def main(argv: list[str] | None = None) -> dict:
     )
     p.add_argument("--split", default="test", choices=("train", "dev", "test"))
     p.add_argument(
+        "--group-by",
+        default="example",
+        choices=GROUPINGS,
+        help="how the model's training split SUGAR (ranker convert sugar --group-by): by example, or by "
+        "request text (the split then holds requests the model never trained on)",
+    )
+    p.add_argument(
         "--ranker-file", default=None, help="score with this ONNX graph instead (e.g. the fp32 export)"
     )
     p.add_argument("--rows", default=None, help="comma-separated row names to run (default: all)")
@@ -243,7 +257,7 @@ def main(argv: list[str] | None = None) -> dict:
             split = json.loads(Path(args.split_file).read_text())
         elif "split_seed" not in bundle.metadata.get("training_data", {}):
             # A ranking-data run (dialogue_ranker.training.train): the evaluation CLI's group split.
-            parts = {e.index: group_split(f"sugar-{e.index}") for e in examples}
+            parts = {e.index: group_split(sugar_group(e, args.group_by)) for e in examples}
             split = {
                 name: [i for i, part in parts.items() if part == name] for name in ("train", "dev", "test")
             }

@@ -96,7 +96,8 @@ class Plan:
 
     def _convert(self, name: str, conv: Conversion) -> list[str]:
         argv = ["convert", conv.dataset, conv.source, f"{self.stage_dir(DATA_STAGE)}/.partial/{name}"]
-        return argv + (["--negatives", conv.negatives] if conv.negatives else [])
+        argv += ["--negatives", conv.negatives] if conv.negatives else []
+        return argv + (["--group-by", conv.group_by] if conv.group_by else [])
 
     def _command(self, stage: _Stage) -> list[str]:
         """The stage's command after ``ranker``: its kind's flags, then its ``extra_args``."""
@@ -121,6 +122,8 @@ class Plan:
             argv += ["--data", self.data_file(name) + (f":{weight:g}" if weight is not None else "")]
         if stage.init:
             argv += ["--init", self.stage_dir(stage.init)]
+        if stage.init_bundle:
+            argv += ["--init-bundle", stage.init_bundle]
         for teacher in stage.teachers:
             name, weight = _weighted(teacher)
             argv += ["--teacher", f"{self.stage_dir(name)}:{weight:g}"]
@@ -156,7 +159,7 @@ class Plan:
             argv += _flags(stage, ["max_lists"])
             return argv + ["--out", f"{bundle}/{stage.out or f'eval-{stage.name}.json'}"]
         argv = ["evaluate-sugar", "--model", bundle, "--data", self.data_file(stage.sugar or "")]
-        argv += ["--split", stage.split]
+        argv += ["--split", stage.split] + (["--group-by", stage.group_by] if stage.group_by else [])
         return argv + ["--out-md", f"{bundle}/{stage.out_md or f'eval-sugar-{stage.split}.md'}"]
 
     # -- status --
@@ -219,5 +222,3 @@ def _hash(config_hash: str, argv: list[str]) -> str:
     import hashlib
 
     return hashlib.sha256(json.dumps([config_hash, argv]).encode()).hexdigest()[:16]
-
-

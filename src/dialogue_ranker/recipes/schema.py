@@ -63,11 +63,19 @@ def _weighted(entry: str) -> tuple[str, float | None]:
 
 
 class Conversion(_Strict):
-    """One ``ranker convert`` call: its dataset, source (file or folder) and negative mix."""
+    """One ``ranker convert`` call: its dataset, source (file or folder), negative mix and grouping."""
 
     dataset: Literal["sugar", "topical-chat", "dailydialog-pp"]
     source: str = Field(min_length=1)
     negatives: str | None = None
+    #: SUGAR only: ``request`` splits by request text (``ranker convert --group-by``).
+    group_by: Literal["example", "request"] | None = None
+
+    @model_validator(mode="after")
+    def _grouping_is_sugars(self) -> Conversion:
+        if self.group_by is not None and self.dataset != "sugar":
+            raise ValueError("group_by is for dataset 'sugar'")
+        return self
 
 
 class _Stage(_Strict):
@@ -108,6 +116,9 @@ class TrainStage(_Stage):
     kind: Literal["train"]
     data: list[str] = Field(min_length=1)
     init: StageName | None = None
+    #: A model directory (bundle) to start from instead (``ranker train --init-bundle``): a stage
+    #: on top of a shipped model, whose weights are read back from its graph.
+    init_bundle: str | None = Field(default=None, min_length=1)
     seed: int | None = None
     lr: float | None = Field(default=None, gt=0)
     max_steps: int | None = Field(default=None, gt=0)
@@ -142,6 +153,8 @@ class TrainStage(_Stage):
     def _distill(self) -> TrainStage:
         if self.distill_weight is not None and not self.teachers:
             raise ValueError("distill_weight needs teachers")
+        if self.init and self.init_bundle:
+            raise ValueError("init and init_bundle exclude each other")
         return self
 
     def refs(self) -> list[tuple[str, str, tuple[str, ...]]]:
@@ -214,8 +227,10 @@ class EvaluateStage(_Stage):
     lists: dict[str, str] = {}
     max_lists: int | None = Field(default=None, gt=0)
     out: str | None = Field(default=None, pattern=r"^[^/]+\.json$")
-    #: protocol sugar: the SUGAR-format file.
+    #: protocol sugar: the SUGAR-format file, and how the bundle's training split it (by request
+    #: when its SUGAR lists were converted with ``group_by = "request"``).
     sugar: str | None = None
+    group_by: Literal["example", "request"] | None = None
     out_md: str | None = Field(default=None, pattern=r"^[^/]+\.md$")
 
     @model_validator(mode="after")
@@ -223,8 +238,8 @@ class EvaluateStage(_Stage):
         if self.protocol == "lists":
             if not self.lists:
                 raise ValueError("protocol 'lists' needs lists (NAME = FILE)")
-            if self.sugar or self.out_md:
-                raise ValueError("sugar and out_md are for protocol 'sugar'")
+            if self.sugar or self.out_md or self.group_by:
+                raise ValueError("sugar, group_by and out_md are for protocol 'sugar'")
         else:
             if not self.sugar:
                 raise ValueError("protocol 'sugar' needs sugar (the SUGAR-format file)")

@@ -7,8 +7,10 @@
 - **sugar**: one list per example: the request, its 12 statements (the gold ones marked
   relevant), its three rated responses. With ``--negatives``, wrong replies (label 0) are added,
   named in their ``generator``: ``statement`` (one of the example's distractor statements, said as
-  the reply: about the situation, but not about the request) and ``other-reply`` (the best reply
-  to another request: a fitting assistant reply, to something else). CC BY-SA 4.0.
+  the reply: about the situation, but not about the request), ``other-reply`` (the best reply
+  to another request: a fitting assistant reply, to something else) and ``situation-flip`` (the
+  best reply of an example with the same request and the opposite answer: only the statements
+  tell them apart). ``--group-by request`` splits by request text instead of by example. CC BY-SA 4.0.
 - **topical-chat**: one list per turn (from the second on) of each conversation: the true next
   turn (label 1) against negatives mined to look right on the surface, each named in its
   ``generator``: ``context`` (one of the context's own earlier turns, repeated), ``nearby`` (a
@@ -43,6 +45,7 @@ import sys
 from pathlib import Path
 
 from dialogue_ranker.data.ranking_data import write_lists
+from dialogue_ranker.data.sugar import GROUPINGS as SUGAR_GROUPINGS
 from dialogue_ranker.training.converters.dailydialog_pp import convert_dailydialog_pp
 from dialogue_ranker.training.converters.sugar import SUGAR_NEGATIVE_KINDS, convert_sugar
 from dialogue_ranker.training.converters.topical_chat import NEGATIVE_KINDS, NEGATIVES, convert_topical_chat
@@ -91,6 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
         + ", ".join(SUGAR_NEGATIVE_KINDS)
         + " (default: none)",
     )
+    parser.add_argument(
+        "--group-by",
+        choices=SUGAR_GROUPINGS,
+        default=None,
+        help="sugar: the split's group, each example (the default) or the request text (dev and test "
+        "then hold requests the model never trained on)",
+    )
     return parser
 
 
@@ -106,6 +116,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             args.negatives = parse_negatives(args.negatives, kinds)
         except argparse.ArgumentTypeError as e:
             parser.error(str(e))
+    if args.group_by is not None and args.dataset != "sugar":
+        parser.error(f"--group-by is for sugar, not {args.dataset}")
     if not args.source.exists():
         parser.error(f"{args.source} does not exist")
     return args
@@ -115,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     try:
-        extra = {"negatives": args.negatives} if args.negatives is not None else {}
+        extra: dict = {"negatives": args.negatives} if args.negatives is not None else {}
+        if args.group_by is not None:
+            extra["group_by"] = args.group_by
         count = write_lists(args.out, CONVERTERS[args.dataset](args.source, **extra))
     except (OSError, ValueError, KeyError, TypeError) as e:
         problem = f"{type(e).__name__}: {e}"

@@ -159,6 +159,31 @@ def recover_member(
     return other, {"weights": total, "share_outside_other_cell": round(moved / total, 4)}
 
 
+def dequantized_ranker(bundle: Path, *, head: str) -> tuple[SharedPrefixRanker, dict[str, float]]:
+    """A bundle's ranker as a trainable model: each weight the middle of its cell.
+
+    fp32 weights (LayerNorm, biases, the head) are taken exactly; a quantized one as its code
+    times its scale, as the runtime reads it. (Not the point nearest the backbone, as a soup
+    member is recovered: every weight pulled the same way shifts the logits by whole units.)
+    """
+    from dialogue_ranker.training.backbone import backbone_dir
+
+    metadata = json.loads((bundle / "metadata.json").read_text())
+    cells = graph_weights(bundle / metadata["ranker"]["file"])
+    model = SharedPrefixRanker.load(backbone_dir(), head=head)
+    own = dict(model.named_parameters())
+    missing = sorted(set(own) - set(cells))
+    if missing:
+        raise SystemExit(f"{bundle}: the graph lacks {len(missing)} trained weights, e.g. {missing[0]}")
+    middles = {
+        name: torch.from_numpy(np.asarray((cells[name][0] + cells[name][1]) / 2, np.float32).reshape(p.shape))
+        for name, p in own.items()
+    }
+    model.load_state_dict(middles, strict=False)
+    quantized = sum(p.numel() for name, p in own.items() if np.any(cells[name][1] > cells[name][0]))
+    return model, {"weights": sum(p.numel() for p in own.values()), "quantized": quantized}
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The arguments; exits naming a flag whose directory or graph is not what it should be."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -25,6 +25,8 @@ another mix (what ``make model`` does: the shipped model's first stage learns sa
 negatives, its second on-topic statements and other conversations' turns; README "Training").
 The run records the first stage (``config.json``: ``init``) and keeps its backbone as the
 backbone, so ``dialogue_ranker.training.interpolate`` still averages toward the untrained model.
+``--init-bundle DIR`` starts from a shipped model directory instead: its graph's weights,
+dequantized (:func:`training.recover.dequantized_ranker`).
 
 ``--teacher RUN:WEIGHT`` (repeatable) distils the output ensemble of finished runs into this one:
 their weighted logits are soft targets beside the labels, on the same sequences, per view
@@ -67,6 +69,7 @@ from dialogue_ranker.training.dev_scoring import (
     write_calibration,
 )
 from dialogue_ranker.training.distill import Ensemble
+from dialogue_ranker.training.recover import dequantized_ranker
 from dialogue_ranker.training.shared_prefix import SharedPrefixRanker
 from dialogue_ranker.training.train_args import build_parser, encoding_of, first_stage
 from dialogue_ranker.training.train_lists import load_splits
@@ -91,6 +94,10 @@ def load_start(
         max_chunk_tokens=1 << 16,
         max_chunk_candidates=1 if pair else 1 << 10,
     )
+    if args.init_bundle:
+        model, moved = dequantized_ranker(start, head=args.head)
+        print(f"--init-bundle {start}: dequantized ({moved})", flush=True)
+        return encoder, model.to(device())
     model = SharedPrefixRanker.load(start, full_attention=pair, head=args.head).to(device())
     return encoder, model
 
@@ -140,7 +147,7 @@ def run_config(
         "device": device_label(),
         "data": [{"file": str(s.path), "name": s.name, "weight": s.weight} for s in args.data],
         "backbone": init["backbone"] if init else backbone_label(args.backbone),
-        "init": {"run": args.init, "config": init} if init else None,
+        "init": {"run": args.init or args.init_bundle, "config": init} if init else None,
         "teacher": teachers.configs if teachers else None,
         # What the schedule planned and what ran (they differ when --max-seconds or --stop-at ended it).
         "planned_steps": outcome.planned_steps,
@@ -159,7 +166,10 @@ def main(argv: list[str] | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     init = first_stage(args)
     # A second stage starts from the first stage's weights and tokenizer (no packaged backbone needed).
-    start = Path(args.init) / "ranker" if init else Path(args.backbone or backbone_dir())
+    if args.init_bundle:  # the bundle's tokenizer.json sits in the model directory itself
+        start = Path(args.init_bundle)
+    else:
+        start = Path(args.init) / "ranker" if init else Path(args.backbone or backbone_dir())
     train, dev = load_splits(args)
     precision = training_precision(args.precision)
     print(f"training precision: {precision}", flush=True)

@@ -7,6 +7,7 @@ checked against this run, and the encoding the run records for its teachers and 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,12 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "--init",
         default=None,
         help="a finished run directory to continue from (a second stage; default: the fresh backbone)",
+    )
+    p.add_argument(
+        "--init-bundle",
+        default=None,
+        help="a model directory (bundle) to continue from: its ranker graph's weights, dequantized "
+        "(training/recover.py), for a stage on top of a shipped model whose run directory is gone",
     )
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--epochs", type=int, default=1)
@@ -150,15 +157,33 @@ def encoding_of(args: argparse.Namespace, pair: bool) -> dict[str, Any]:
 
 def first_stage(args: argparse.Namespace) -> dict[str, Any] | None:
     """``--init``'s run configuration, checked against this run's arguments (None without ``--init``)."""
-    if args.init is None:
+    if args.init is None and args.init_bundle is None:
         return None
-    if args.backbone is not None:
-        raise DataError("--init and --backbone exclude each other: a second stage keeps its first's backbone")
-    run = Path(args.init)
-    config = finished_run_config(run, "--init")
+    option = "--init" if args.init_bundle is None else "--init-bundle"
+    if args.backbone is not None or (args.init is not None and args.init_bundle is not None):
+        raise DataError(
+            f"{option} excludes --backbone and the other --init: a second stage keeps its first's backbone"
+        )
+    run = Path(args.init or args.init_bundle)
+    config = finished_run_config(run, "--init") if args.init else bundle_run_config(run)
     if config.get("head") != args.head or config.get("layout", "shared-prefix") != args.layout:
         raise DataError(
-            f"--init {run}: trained with --head {config.get('head')} --layout {config.get('layout')}; "
+            f"{option} {run}: trained with --head {config.get('head')} --layout {config.get('layout')}; "
             f"this run asks for --head {args.head} --layout {args.layout}"
         )
+    return config
+
+
+def bundle_run_config(bundle: Path) -> dict[str, Any]:
+    """The training configuration a bundle records (``metadata.json``), for ``--init-bundle``."""
+    metadata_path = bundle / "metadata.json"
+    if not metadata_path.is_file() or not (bundle / "tokenizer.json").is_file():
+        raise DataError(
+            f"--init-bundle {bundle}: not a model directory (needs metadata.json and tokenizer.json)"
+        )
+    metadata = json.loads(metadata_path.read_text())
+    config = dict(metadata.get("training_config") or {})
+    if (metadata.get("encoding") or {}).get("kind") != "shared-prefix":
+        raise DataError(f"--init-bundle {bundle}: not a shared-prefix ranker bundle")
+    config["bundle"] = {"path": str(bundle), "version": metadata.get("version")}
     return config

@@ -3,13 +3,21 @@
 The request, its 12 statements (the gold ones marked relevant), its three rated responses. With
 ``--negatives``, wrong replies (label 0) are added, named in their ``generator``: ``statement``
 (one of the example's distractor statements, said as the reply: about the situation, but not
-about the request) and ``other-reply`` (the best reply to another request: a fitting assistant
-reply, to something else). CC BY-SA 4.0.
+about the request), ``other-reply`` (the best reply to another request: a fitting assistant
+reply, to something else) and ``situation-flip`` (the best reply of another example with the
+same request whose situation calls for the opposite answer, accept against decline: the same
+words asked, only the statements tell the two replies apart). An example with such partners
+gets their replies in its own list, and each partner's list gets this one's (the mirrored
+contrast), so both orders of a pair are trained and measured. CC BY-SA 4.0.
+
+``group_by``: ``example`` (each example its own group, how models up to 2.8.0 split SUGAR) or
+``request`` (:func:`dialogue_ranker.data.sugar.sugar_group`).
 """
 
 from __future__ import annotations
 
 import random
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,20 +25,25 @@ from dialogue_ranker.data.ranking_data import Candidate, RankingList
 from dialogue_ranker.training.converters.negatives import take_negatives
 
 #: Wrong replies ``--negatives`` can add to SUGAR lists (none by default).
-SUGAR_NEGATIVE_KINDS = ("statement", "other-reply")
+SUGAR_NEGATIVE_KINDS = ("statement", "other-reply", "situation-flip")
 
 
 def convert_sugar(
-    path: Path, *, seed: int = 0, negatives: dict[str, int] | None = None
+    path: Path,
+    *,
+    seed: int = 0,
+    negatives: dict[str, int] | None = None,
+    group_by: str = "example",
 ) -> Iterator[RankingList]:
     """SUGAR examples as ranking lists, with ``negatives`` (see the module doc) added when asked."""
-    from dialogue_ranker.data.sugar import load_sugar
+    from dialogue_ranker.data.sugar import load_sugar, sugar_group
 
     mix = negatives or {}
     examples = list(load_sugar(path))
-    best_replies = [
-        (x.index, x.candidates[x.labels.index(max(x.labels))]) for x in examples if max(x.labels) == 2
-    ]
+    best_replies = [(x.index, x.best_reply) for x in examples if max(x.labels) == 2]
+    by_request = defaultdict(list)
+    for x in examples:
+        by_request[x.request].append(x)
     rng = random.Random(seed)
     for example in examples:
         candidates = [
@@ -41,6 +54,12 @@ def convert_sugar(
         relevant = set(example.gold)
         distractors = [s for i, s in enumerate(example.statements) if i not in relevant]
         take_negatives(rng, distractors, mix.get("statement", 0), "statement", seen, added)
+        flips = [
+            x.best_reply
+            for x in by_request[example.request]
+            if x.index != example.index and x.polarity != example.polarity
+        ]
+        take_negatives(rng, flips, mix.get("situation-flip", 0), "situation-flip", seen, added)
         others = [text for index, text in best_replies if index != example.index]
         # A few more than asked for: another request's best reply can repeat one of this list's.
         take_negatives(
@@ -56,5 +75,5 @@ def convert_sugar(
             situations=example.statements,
             relevant_situations=example.gold,
             candidates=(*candidates, *added),
-            group=f"sugar-{example.index}",
+            group=sugar_group(example, group_by),
         )
