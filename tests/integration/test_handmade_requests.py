@@ -388,6 +388,15 @@ KNOWN_MISSES = {
     "coffee-machine-broken",
     "late-for-meeting",
     "dinner-allergy",
+    # Same request, opposite situation (12 of the 20 right):
+    "dinner-shellfish-declines",
+    "restaurant-monday-accepts",
+    "lake-storm-accepts",
+    "train-strike-accepts",
+    "car-keys-beer-declines",
+    "printer-ink-accepts",
+    "call-dentist-accepts",
+    "pharmacy-hours-accepts",
 }
 #: 2.8.0 ranks the window first at 0.698, over the bundle's threshold (0.438; 2.7.0: the same scores
 #: over 0.413), with "Pizza is great." second at 0.421 (2.6.0: 0.733 over 0.432 and 0.607; 2.5.1:
