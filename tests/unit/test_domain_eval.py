@@ -71,3 +71,14 @@ def test_the_situation_flip_metric_counts_the_best_reply_against_each_flipped_on
     assert result["situation_flip"] == 0.75 and result["situation_flip_pairs"] == 2
     assert evaluate([plain], [np.array([0.9, 0.1])], 0.5)["situation_flip"] is None
 
+
+
+def test_models_side_by_side_show_each_metric_and_the_difference() -> None:
+    from dialogue_ranker.evaluation.domains import side_by_side
+
+    old = {"sugar": {"precision_at_1": 0.75, "situation_flip": 0.7, "ece": None}}
+    new = {"sugar": {"precision_at_1": 0.8, "situation_flip": 0.875, "ece": None}}
+    table = side_by_side({"m 2.8.0": old, "m 2.9.0": new})
+    assert "| sugar | precision_at_1 | 0.750 | 0.800 | +0.050 |" in table
+    assert "| sugar | situation_flip | 0.700 | 0.875 | +0.175 |" in table
+    assert "| ece |" not in table  # no model has it

@@ -22,6 +22,10 @@ calibration and threshold; ``ranker evaluate --run runs/ranker-open --split test
 int8 figures differ from its run's by up to about 0.02 (2.4.0: Topical-Chat R@1 0.193 against
 0.210, DailyDialog++ 0.792 against 0.798).
 
+``--model`` repeated scores each model on the same lists and ends with a table of the models side
+by side (a row per dataset and metric, and the last model's difference from the first): how a
+new model version is compared with the shipped one.
+
 ``--out`` writes the results as JSON; ``ranker card`` renders a bundle's ``eval-*.json`` files
 into its model card.
 """
@@ -32,7 +36,7 @@ import argparse
 import hashlib
 import json
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -251,7 +255,13 @@ def main(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", type=Path, help="a model directory (bundle), scored as the service does")
+    source.add_argument(
+        "--model",
+        type=Path,
+        action="append",
+        help="a model directory (bundle), scored as the service does; repeat it to compare models on the "
+        "same lists (a table per model, then one side by side)",
+    )
     source.add_argument(
         "--run", type=Path, help="a training run directory, scored in PyTorch before export (needs torch)"
     )
@@ -281,23 +291,53 @@ def main(
         if not path:
             parser.error(f"--lists takes NAME=FILE, got {entry!r}")
         chosen[name] = held_out(read_lists(path), args.split, args.max_lists, args.seed)
-    if args.run:
-        assert run_scorer is not None
-        scorer: Scorer = run_scorer(args.run, args.last_turn_weight)
-        model_id, threshold = f"run {args.run}", scorer.threshold
-    else:
-        bundle = load_bundle(args.model)
-        scorer = ListScorer(bundle, backend=args.backend, precision=args.precision)
-        model_id, threshold = runtime_label(bundle.model_id, args), bundle.threshold
-    results = {name: evaluate(x, scorer.probabilities(x), threshold) for name, x in chosen.items()}
-    print(json.dumps(results, indent=2))
-    table = markdown(model_id, results)
-    print(table)
+    if args.out and args.model and len(args.model) > 1:
+        parser.error("--out writes one model's results: give one --model")
+    scored = {}
+    for scorer, model_id, threshold in scorers(args, run_scorer):
+        results = {name: evaluate(x, scorer.probabilities(x), threshold) for name, x in chosen.items()}
+        print(json.dumps(results, indent=2))
+        print(markdown(model_id, results))
+        scored[model_id] = results
+    if len(scored) > 1:
+        print(side_by_side(scored))
     if args.out:
         args.out.write_text(
             json.dumps({"model": model_id, "split": args.split, "results": results}, indent=2)
         )
     return results
+
+
+def scorers(
+    args: argparse.Namespace, run_scorer: Callable[[Path, float], Scorer] | None
+) -> Iterator[tuple[Scorer, str, float]]:
+    """Each model's scorer, name and threshold, one at a time (a model's sessions go before the next)."""
+    if args.run:
+        assert run_scorer is not None
+        scorer: Scorer = run_scorer(args.run, args.last_turn_weight)
+        yield scorer, f"run {args.run}", scorer.threshold
+        return
+    for path in args.model:
+        bundle = load_bundle(path)
+        list_scorer = ListScorer(bundle, backend=args.backend, precision=args.precision)
+        yield list_scorer, runtime_label(bundle.model_id, args), bundle.threshold
+
+
+def side_by_side(scored: dict[str, dict[str, dict]]) -> str:
+    """One row per dataset and metric, a column per model, and the last model's difference from the first."""
+    models = list(scored)
+    head = "| dataset | metric | " + " | ".join(f"`{m}`" for m in models) + " | last - first |"
+    rows = [head, "|" + " --- |" * (len(models) + 3)]
+    for name in scored[models[0]]:
+        for column in COLUMNS:
+            values = [scored[m][name].get(column) for m in models]
+            if all(v is None for v in values):
+                continue
+            cells = ["-" if v is None else f"{v:.3f}" for v in values]
+            first, last = values[0], values[-1]
+            delta = "-" if first is None or last is None else f"{last - first:+.3f}"
+            rows.append(f"| {name} | {column} | " + " | ".join(cells) + f" | {delta} |")
+    return "\n".join(rows) + "\n"
 
 
 if __name__ == "__main__":
