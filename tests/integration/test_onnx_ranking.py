@@ -247,7 +247,7 @@ async def test_abcd_guideline_masks_on_the_real_model(model_dir: Path, abcd_kb: 
         soft = (await client.post("/rank", json={**body, "mask_mode": "soft"})).json()
     assert {r["id"] for r in hard["ranking"]} == {"a", "c"}
     assert hard["masked"] == [
-        {"id": "b", "action": "offer-refund", "reason": "action_not_allowed_for_intent"}
+        {"id": "b", "action": "offer-refund", "reason": "action_not_allowed_for_intent", "bank": None}
     ]
     assert [r["id"] for r in soft["ranking"] if r["masked"]] == ["b"]
 

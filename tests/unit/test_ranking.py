@@ -45,8 +45,8 @@ async def test_hard_mask_removes_actions_the_abcd_guidelines_do_not_allow(
         body = (await client.post("/rank", json=AGENT_BODY)).json()
     assert [r["id"] for r in body["ranking"]] == ["ok", "reply"]
     assert body["masked"] == [
-        {"id": "wrong", "action": "offer-refund", "reason": "action_not_allowed_for_intent"},
-        {"id": "made-up", "action": "teleport", "reason": "unknown_action"},
+        {"id": "wrong", "action": "offer-refund", "reason": "action_not_allowed_for_intent", "bank": None},
+        {"id": "made-up", "action": "teleport", "reason": "unknown_action", "bank": None},
     ]
 
 
@@ -105,8 +105,8 @@ async def test_a_candidate_that_repeats_a_turn_is_masked_and_the_response_says_s
         metrics = (await client.get("/metrics")).text
     assert [r["id"] for r in hard["ranking"]] == ["reply", "dots"]
     assert hard["masked"] == [
-        {"id": "own-turn", "action": None, "reason": "repeats_a_turn"},
-        {"id": "user-turn", "action": None, "reason": "repeats_a_turn"},
+        {"id": "own-turn", "action": None, "reason": "repeats_a_turn", "bank": None},
+        {"id": "user-turn", "action": None, "reason": "repeats_a_turn", "bank": None},
     ]
     flagged = {r["id"]: r["mask_reason"] for r in soft["ranking"] if r["masked"]}
     assert flagged == {"own-turn": "repeats_a_turn", "user-turn": "repeats_a_turn"}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -12,12 +12,14 @@ from fastapi.responses import JSONResponse
 from opentelemetry.sdk.trace import TracerProvider
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from dialogue_ranker.serving.api import banks as bank_routes
 from dialogue_ranker.serving.api import discovery, docs, health
 from dialogue_ranker.serving.api.auth import AccessPolicy
 from dialogue_ranker.serving.api.middleware import REQUEST_ID_HEADER, RequestContextMiddleware, error_response
 from dialogue_ranker.serving.api.rank import build_rank_router
 from dialogue_ranker.serving.api.rerank import build_rerank_router
 from dialogue_ranker.serving.backends import build_backend
+from dialogue_ranker.serving.banks import Bank
 from dialogue_ranker.serving.errors import (
     INTERNAL_ERROR_MESSAGE,
     InvalidInput,
@@ -44,8 +46,11 @@ def create_app(
     backend_factory: BackendFactory = build_backend,
     metrics: Metrics | None = None,
     tracer_provider: TracerProvider | None = None,
+    banks: Sequence[Bank] | None = None,
 ) -> FastAPI:
-    """A ranking app; the model loads in its lifespan (``/readyz`` is 503 until then).
+    """A ranking app; the model loads in its lifespan (``/readyz`` is 503 until then, and until banks embed).
+
+    ``banks``: the ``--bank`` files already read (else they are read at start).
 
     Traces go to ``tracer_provider`` (tests), else as the ``OTEL_*`` variables say, else nowhere.
 
@@ -60,7 +65,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.runtime = await Runtime.start(
-            settings, metrics, backend_factory=backend_factory, tracer=tracer
+            settings, metrics, backend_factory=backend_factory, tracer=tracer, banks=banks
         )
         try:
             yield
@@ -95,6 +100,7 @@ def create_app(
     app.include_router(build_rank_router(settings.limits))
     app.include_router(build_rerank_router(settings.limits))
     app.include_router(discovery.router)
+    app.include_router(bank_routes.router)
     app.include_router(health.router)
     if settings.server.docs:
         docs.install(app)

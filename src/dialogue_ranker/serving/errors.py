@@ -33,6 +33,15 @@ class UnknownIntent(InvalidInput):
         self.intent = intent
 
 
+class UnknownBank(InvalidInput):
+    """The request's ``bank`` is not a bank the service was started with (``--bank``)."""
+
+    def __init__(self, bank: str, served: list[str]) -> None:
+        known = ", ".join(repr(name) for name in served) or "none (start the service with --bank NAME=FILE)"
+        super().__init__(f"bank: unknown bank {bank!r}; served: {known}")
+        self.bank = bank
+
+
 class MalformedRequest(RankerError):
     """The body is not parseable JSON."""
 
@@ -109,6 +118,7 @@ ERROR_TABLE: dict[type[RankerError], tuple[int, str]] = {
     UnsupportedMediaType: (415, "unsupported_media_type"),
     InvalidInput: (422, "invalid_input"),
     UnknownIntent: (422, "unknown_intent"),
+    UnknownBank: (422, "unknown_bank"),
     Overloaded: (429, "overloaded"),
     BackendError: (502, "backend_error"),
     NotReady: (503, "not_ready"),

@@ -2,8 +2,8 @@
 
 Each app gets its own :class:`Metrics` (and so its own ``CollectorRegistry``), so several apps
 in one process (tests) never clash. Label values come from small fixed sets: HTTP status,
-backend name, model role (``ranker`` or ``selector``), mask reason, and generator names capped to
-the configured list (anything else is ``other``). Never request text or ids.
+backend name, model role (``ranker`` or ``selector``), mask reason, the configured bank names, and
+generator names capped to the configured list (anything else is ``other``). Never request text or ids.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ ROUTES = frozenset(
         "/v2/rerank",
         "/v1/rerank",
         "/v1/guidelines",
+        "/v1/banks",
         "/healthz",
         "/readyz",
         "/metrics",
@@ -194,6 +195,36 @@ class Metrics:
             f"{p}_statements_total",
             "Situational statements given to the selector and kept by it.",
             ["model", "outcome"],
+            registry=r,
+        )
+        self.bank_responses = Gauge(
+            f"{p}_bank_responses", "Responses in each bank (--bank).", ["bank"], registry=r
+        )
+        self.bank_embedded = Gauge(
+            f"{p}_bank_embedded_responses",
+            "Responses of each bank whose vectors are ready (read from the cache or computed); equal to "
+            "ranker_bank_responses once the bank is ready.",
+            ["bank"],
+            registry=r,
+        )
+        self.bank_ready = Gauge(
+            f"{p}_bank_ready",
+            "1 once a bank's vectors are in memory and requests may name it.",
+            ["bank"],
+            registry=r,
+        )
+        self.bank_load = Gauge(
+            f"{p}_bank_load_seconds",
+            "Seconds a bank's vectors took at start, by source: `cache` (read from disk) or `computed`.",
+            ["bank", "source"],
+            registry=r,
+        )
+        self.retrieval_duration = Histogram(
+            f"{p}_retrieval_duration_seconds",
+            "A bank request's retrieval by stage: `embed` (the request's query) and `search` (every "
+            "response scored, the nearest kept).",
+            ["bank", "stage"],
+            buckets=LATENCY_BUCKETS_S,
             registry=r,
         )
         self.model_info = Info(

@@ -14,9 +14,13 @@ A bundle directory holds:
   third view, the candidates with no context (:mod:`dialogue_ranker.serving.context_views`);
 - the ONNX file(s) and ``tokenizer.json``; a graph's ``samples`` names its sample sequences
   (``samples.json``: a few dev requests and their fp32 logits, see :mod:`dialogue_ranker.serving.samples`),
-  which ``--backend auto`` checks each runtime against.
+  which ``--backend auto`` checks each runtime against;
+- ``retriever/`` (optional): the retrieval encoder response banks are embedded with
+  (``retriever.json``, its graph and tokenizer; written by ``ranker export-retriever``), a file
+  of its own so that the ranker's metadata and the retriever are exported independently.
 
-The export CLI (``ranker export``) writes bundles; this module only reads them.
+The export CLIs (``ranker export``, ``ranker export-retriever``) write bundles; this module only
+reads them.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from dialogue_ranker.serving.tokenization import AnyPairEncoder, PairEncoder, Te
 AnyEncoder = AnyPairEncoder | ListEncoder
 
 METADATA_FILE = "metadata.json"
+RETRIEVER_DIR = "retriever"
+RETRIEVER_FILE = "retriever.json"
 
 
 class BundleError(ValueError):
@@ -74,6 +80,76 @@ class SelectorSpec:
 
 
 @dataclass(frozen=True)
+class RetrieverSpec:
+    """A sentence encoder for response banks: a text in, one L2-normalised vector out.
+
+    Pooling and normalisation are inside the graph; ``sha256`` (of the graph file) is what the
+    bank's embedding cache is keyed by, checked against the file before a bank is embedded.
+    """
+
+    directory: Path
+    path: Path
+    tokenizer_path: Path
+    #: Tokens a text is cut to (the special tokens included).
+    max_length: int
+    dim: int
+    sha256: str
+    #: What the graph was exported from (a model name), and its weights' precision.
+    name: str
+    precision: str
+    #: The request's last turns the retrieval query is made of (:func:`serving.banks.retrieval_query`).
+    query_turns: int = 1
+    input_names: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
+    output_name: str = "embedding"
+
+    @property
+    def label(self) -> str:
+        """How ``GET /v1/banks`` names the encoder: name, precision and the graph's digest."""
+        return f"{self.name} ({self.precision}, sha256 {self.sha256[:12]})"
+
+
+def find_retriever(path: str | Path) -> Path | None:
+    """The retriever folder at ``path``: itself (with retriever.json), a bundle's ``retriever/``, or None."""
+    path = Path(path)
+    for candidate in (path, path / RETRIEVER_DIR):
+        if (candidate / RETRIEVER_FILE).is_file():
+            return candidate.resolve()
+    return None
+
+
+def load_retriever(directory: str | Path) -> RetrieverSpec:
+    """Read a retriever directory's ``retriever.json`` (the graph's digest is checked by the user).
+
+    Raises:
+        BundleError: a file is missing or the metadata lacks a required entry.
+    """
+    directory = Path(directory).resolve()
+    meta_path = _require_file(directory, RETRIEVER_FILE)
+    try:
+        meta = json.loads(meta_path.read_text())
+        spec = RetrieverSpec(
+            directory=directory,
+            path=_require_file(directory, str(meta["file"])),
+            tokenizer_path=_require_file(directory, str(meta.get("tokenizer", "tokenizer.json"))),
+            max_length=int(meta["max_length"]),
+            dim=int(meta["dim"]),
+            sha256=str(meta["sha256"]),
+            name=str(meta["name"]),
+            precision=str(meta.get("precision") or "fp32"),
+            query_turns=int((meta.get("query") or {}).get("turns", 1)),
+            input_names=tuple(meta.get("inputs", RetrieverSpec.input_names)),
+            output_name=str(meta.get("output", RetrieverSpec.output_name)),
+        )
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        if isinstance(e, BundleError):
+            raise
+        raise BundleError(f"{meta_path}: malformed retriever metadata ({e!r})") from e
+    if spec.max_length < 2 or spec.dim < 1 or spec.query_turns < 1:
+        raise BundleError(f"{meta_path}: max_length, dim and query.turns must be positive")
+    return spec
+
+
+@dataclass(frozen=True)
 class ModelBundle:
     """Everything the service needs to rank with one trained model."""
 
@@ -90,6 +166,8 @@ class ModelBundle:
     serving_sub_batch_pairs: int | None = None
     #: The extra context views' weights (none: one view); calibration and threshold were fitted with them.
     views: ViewWeights = ONE_VIEW
+    #: The retrieval encoder of ``retriever/`` (None: the bundle has none, and serves no bank).
+    retriever: RetrieverSpec | None = None
 
     @property
     def model_id(self) -> str:
@@ -202,6 +280,7 @@ def load_bundle(directory: str | Path) -> ModelBundle:
             metadata=meta,
             serving_sub_batch_pairs=int(meta.get("serving", {}).get("sub_batch_pairs", 0)) or None,
             views=_view_weights(meta_path, meta.get("views")),
+            retriever=_bundled_retriever(directory),
         )
     except (KeyError, TypeError, ValueError) as e:
         if isinstance(e, BundleError):
@@ -218,3 +297,8 @@ def _view_weights(meta_path: Path, views: dict[str, Any] | None) -> ViewWeights:
         return ViewWeights.from_dict(views)
     except ValueError as e:
         raise BundleError(f"{meta_path}: views.{e}") from None
+
+
+def _bundled_retriever(directory: Path) -> RetrieverSpec | None:
+    retriever = directory / RETRIEVER_DIR
+    return load_retriever(retriever) if (retriever / RETRIEVER_FILE).is_file() else None

@@ -1,6 +1,7 @@
 """The Ranker: one ranking request from statements to a calibrated, masked ranking.
 
-Steps: guideline check -> admission (will it finish before its deadline?) -> statement
+Steps: a bank's nearest responses added to the candidates (when the request names a bank) ->
+guideline check -> admission (will it finish before its deadline?) -> statement
 selection (when the bundle has a selector) -> pair encoding (off the event loop) -> batching
 with other requests' pairs -> calibration -> masking -> abstention. It takes and returns plain
 dataclasses; the API layer maps them to its schemas, so this module knows nothing of HTTP.
@@ -12,100 +13,36 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import replace
 
 import numpy as np
 from opentelemetry import trace
 
 from dialogue_ranker.serving import context_views, tracing
+from dialogue_ranker.serving.banks import BankSet
 from dialogue_ranker.serving.batching import Scorer
 from dialogue_ranker.serving.batching.admission import Backlog, admit
 from dialogue_ranker.serving.batching.backend_calls import Encoded
 from dialogue_ranker.serving.encoding import OffLoopEncoder
-from dialogue_ranker.serving.errors import BackendTimeout
+from dialogue_ranker.serving.errors import BackendTimeout, UnknownBank
 from dialogue_ranker.serving.guidelines import Guidelines, MaskReason
 from dialogue_ranker.serving.logit_cache import Kept, LogitCache
 from dialogue_ranker.serving.metrics import Metrics
 from dialogue_ranker.serving.model_bundle import ModelBundle
+from dialogue_ranker.serving.rank_query import (
+    Candidate,
+    MaskedCandidate,
+    MaskMode,
+    RankedCandidate,
+    RankQuery,
+    RankResult,
+)
 from dialogue_ranker.serving.repeats import repeats
 from dialogue_ranker.serving.selection import StatementSelector
 from dialogue_ranker.serving.settings import RankingSettings
 from dialogue_ranker.serving.tokenization import Turn
 
 logger = logging.getLogger(__name__)
-
-
-class MaskMode(StrEnum):
-    """What happens to masked candidates: an action the intent's guidelines do not allow, a repeat."""
-
-    HARD = "hard"  # removed from the ranking, listed under ``masked``
-    SOFT = "soft"  # kept, score multiplied by the soft-mask penalty, flagged
-    OFF = "off"  # not masked
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """One response to rank."""
-
-    id: str
-    text: str
-    generator: str | None = None
-    action: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RankQuery:
-    """A validated ranking request."""
-
-    turns: Sequence[Turn]
-    candidates: Sequence[Candidate]
-    situations: Sequence[str] = ()
-    intent: str | None = None
-    mask_mode: MaskMode = MaskMode.HARD
-    top_k: int | None = None
-    min_score: float | None = None
-    select_statements: bool = True
-    #: Cut each candidate to this many tokens (rerank clients' ``max_tokens_per_doc``).
-    max_candidate_tokens: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RankedCandidate:
-    """A scored candidate."""
-
-    id: str
-    score: float
-    logit: float
-    generator: str | None
-    action: str | None
-    masked: bool = False
-    mask_reason: MaskReason | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class MaskedCandidate:
-    """A candidate removed by a hard mask."""
-
-    id: str
-    action: str | None
-    reason: MaskReason
-
-
-@dataclass(frozen=True, slots=True)
-class RankResult:
-    """The answer to a :class:`RankQuery`."""
-
-    model: str
-    ranking: list[RankedCandidate]
-    masked: list[MaskedCandidate]
-    abstain: bool
-    threshold: float
-    statements_used: list[int] = field(default_factory=list)
-    #: Tokens of its scored candidates' full-context pairs, kept or computed (rerank clients' ``usage``).
-    input_tokens: int = 0
-    #: Tokens of the sequences computed for it (every view; none for the logits the cache kept).
-    computed_tokens: int = 0
 
 
 #: Each view's candidates: their cache key and what the cache keeps under it (None: to compute).
@@ -134,6 +71,7 @@ class Ranker:
         admission_margin: float = 1.0,
         tracer: trace.Tracer | None = None,
         name: str | None = None,
+        banks: BankSet | None = None,
     ) -> None:
         self.bundle = bundle
         self.encoder = encoder
@@ -149,6 +87,8 @@ class Ranker:
         self.tracer = tracer or trace.NoOpTracer()
         #: The served model's name: a metric label and what requests select it by.
         self.name = name or bundle.name
+        #: The service's response banks (shared by every served model), None when it serves none.
+        self.banks = banks
 
     async def rank(self, query: RankQuery, *, timeout_s: float | None = None) -> RankResult:
         """Score, mask and order the query's candidates.
@@ -158,6 +98,8 @@ class Ranker:
             timeout_s: the client's deadline, capped by the configured request timeout.
 
         Raises:
+            UnknownBank: the request names a bank the service does not serve.
+            NotReady: the bank's vectors are not ready yet.
             UnknownIntent: the intent is not in the guidelines.
             Overloaded: the request would not be scored before its deadline, or a queue is full.
             BackendTimeout: scores did not come back before the deadline.
@@ -165,6 +107,7 @@ class Ranker:
         """
         timeout = self.request_timeout_s if timeout_s is None else min(timeout_s, self.request_timeout_s)
         deadline = time.perf_counter() + timeout
+        query = await self._with_bank(query)
         reasons = self._mask_reasons(query)
         if self.settings.log_request_text:
             logger.info(
@@ -223,6 +166,21 @@ class Ranker:
         # The full-context view comes first: its pairs are the request's input as the client sent it.
         tokens = (sum(k.tokens for k in kept[: len(texts)]), sum(len(pair) for pair in pairs))
         return self._result(query, reasons, scored, logits, statements_used, tokens)
+
+    async def _with_bank(self, query: RankQuery) -> RankQuery:
+        """The query with its bank's nearest responses after its own candidates (as is without a bank)."""
+        if query.bank is None:
+            return query
+        if self.banks is None:
+            raise UnknownBank(query.bank, [])
+        retrieved = await self.banks.retrieve(
+            query.bank, query.turns, k=query.retrieve_k, explicit=len(query.candidates)
+        )
+        drawn = [
+            Candidate(r.entry.id, r.entry.text, r.entry.generator, r.entry.action, query.bank, r.cosine)
+            for r in retrieved
+        ]
+        return replace(query, candidates=[*query.candidates, *drawn])
 
     def _cached(
         self, views: list[Sequence[Turn]], statements: Sequence[str], texts: list[str], query: RankQuery
@@ -326,11 +284,13 @@ class Ranker:
                     action=candidate.action,
                     masked=reason is not None,
                     mask_reason=reason,
+                    bank=candidate.bank,
+                    retrieval_score=candidate.retrieval_score,
                 )
             )
         ranking.sort(key=lambda r: -r.score)  # stable: ties keep the request's order
         masked = [
-            MaskedCandidate(id=c.id, action=c.action, reason=reason)
+            MaskedCandidate(id=c.id, action=c.action, reason=reason, bank=c.bank)
             for c, reason in zip(query.candidates, reasons, strict=True)
             if reason is not None and query.mask_mode is MaskMode.HARD
         ]

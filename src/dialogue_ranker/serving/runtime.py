@@ -3,8 +3,10 @@
 Several models can be served at once (``--model NAME=DIR``, repeated; the first is the default),
 each with its own backends and batchers, sharing the executor and the guidelines: a request picks
 one by name, so two rankers can be A/B-tested behind one endpoint. ``--model-alias ALIAS=NAME``
-gives a served model a second name (the fixed model name a client sends). Built in the app's
-lifespan and closed at shutdown. Loading blocks (files, ONNX sessions), so it runs on the executor.
+gives a served model a second name (the fixed model name a client sends). The response banks
+(``--bank NAME=FILE``) are the service's, not a model's: every served model ranks from them. Built
+in the app's lifespan and closed at shutdown. Loading blocks (files, ONNX sessions), so it runs on
+the executor; the banks' vectors are made in the background after the start.
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from opentelemetry import trace
 
 from dialogue_ranker.serving.backends import AnyBackend, BackendChoice, build_backend, choice_of, is_remote
+from dialogue_ranker.serving.banks import Bank, BankSet
 from dialogue_ranker.serving.batching import Batcher, DirectScorer, Scorer
 from dialogue_ranker.serving.cpu import serial_tokenizers
 from dialogue_ranker.serving.encoding import OffLoopEncoder
@@ -75,6 +78,8 @@ class Runtime:
     guidelines: Guidelines
     #: Alias -> the served model's name (``--model-alias``), checked at start.
     aliases: dict[str, str] = field(default_factory=dict)
+    #: The response banks (``--bank``), shared by every served model; None when none is served.
+    banks: BankSet | None = None
 
     @property
     def default(self) -> ServedModel:
@@ -129,10 +134,15 @@ class Runtime:
         *,
         backend_factory: BackendFactory = build_backend,
         tracer: trace.Tracer | None = None,
+        banks: Sequence[Bank] | None = None,
     ) -> Runtime:
-        """Load the guidelines and every bundle, start their backends and batchers.
+        """Load the guidelines and every bundle, start their backends and batchers, and the banks.
+
+        The banks' vectors are made in the background: this returns before they are ready.
+        ``banks``: the ``--bank`` files already read (else they are read here).
 
         Raises:
+            BankError: a bank file is malformed, or no retrieval encoder is there for the banks.
             BundleError, GuidelineError: a file is missing or malformed, or two models share a name.
             AliasError: a ``--model-alias`` names no served model, or a served model's own name.
             BackendUnavailable: a backend cannot start.
@@ -143,14 +153,18 @@ class Runtime:
         models: dict[str, ServedModel] = {}
         backends: list[AnyBackend] = []
         batchers: list[Scorer] = []
+        bank_set: BankSet | None = None
         try:
             guidelines = await loop.run_in_executor(executor, Guidelines.from_file, settings.guidelines)
+            bank_set = await BankSet.start(settings, metrics, executor, banks)
             for name, directory in settings.served_models():
                 bundle = await loop.run_in_executor(executor, load_bundle, directory)
                 name = name or bundle.name
                 if name in models:
                     raise BundleError(f"two models are served as {name!r}: name them with --model NAME=DIR")
-                starter = _ModelStarter(settings, metrics, backend_factory, tracer, executor, name, bundle)
+                starter = _ModelStarter(
+                    settings, metrics, backend_factory, tracer, executor, name, bundle, bank_set
+                )
                 try:
                     served = await starter.start(guidelines)
                 finally:
@@ -171,12 +185,18 @@ class Runtime:
                 )  # fmt: skip
             aliases = _checked_aliases(settings.model_aliases(), models)
         except BaseException:
-            await _close(batchers, backends, executor)
+            await _close(batchers, backends, executor, bank_set)
             raise
-        return cls(settings, executor, models, guidelines, aliases)
+        return cls(settings, executor, models, guidelines, aliases, bank_set)
+
+    def waiting(self) -> str | None:
+        """What keeps the service from being ready other than its backends: banks still embedding."""
+        return None if self.banks is None else self.banks.waiting()
 
     async def healthy(self) -> bool:
-        """True when no circuit breaker is open and every backend answers its probe."""
+        """True when every bank is ready, no circuit breaker is open and every backend answers its probe."""
+        if self.waiting() is not None:
+            return False
         if not all(batcher.available() for batcher in self.batchers):
             return False
         loop = asyncio.get_running_loop()
@@ -190,8 +210,8 @@ class Runtime:
         return True
 
     async def close(self) -> None:
-        """Stop batchers (failing waiters with NotReady), close backends and the executor."""
-        await _close(self.batchers, self.backends, self.executor)
+        """Stop batchers (failing waiters with NotReady), the banks' embedding, backends and the executor."""
+        await _close(self.batchers, self.backends, self.executor, self.banks)
 
 
 @dataclass
@@ -205,6 +225,7 @@ class _ModelStarter:
     executor: ThreadPoolExecutor
     name: str
     bundle: ModelBundle
+    banks: BankSet | None = None
     backends: list[AnyBackend] = field(default_factory=list)
     batchers: list[Scorer] = field(default_factory=list)
 
@@ -234,6 +255,7 @@ class _ModelStarter:
             admission_margin=settings.batching.admission_margin,
             tracer=self.tracer,
             name=self.name,
+            banks=self.banks,
         )
         return ServedModel(self.name, bundle, ranker, self.backends, self.batchers)
 
@@ -313,7 +335,11 @@ def _checked_aliases(aliases: dict[str, str], served: Collection[str]) -> dict[s
     return aliases
 
 
-async def _close(batchers: list[Scorer], backends: list[AnyBackend], executor: ThreadPoolExecutor) -> None:
+async def _close(
+    batchers: list[Scorer], backends: list[AnyBackend], executor: ThreadPoolExecutor, banks: BankSet | None
+) -> None:
+    if banks is not None:
+        await banks.close()
     for batcher in batchers:
         await batcher.close()
     for backend in backends:

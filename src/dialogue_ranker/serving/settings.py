@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from dialogue_ranker.serving.settings_groups import (
     AuthSettings,
     AutoSettings,
+    BanksSettings,
     BatchingSettings,
     BreakerSettings,
     FakeSettings,
@@ -75,6 +76,13 @@ class Settings(BaseSettings):
         "model name, e.g. rerank-v3.5=dialogue-minilm-l6); GET /v1/models lists it. Repeat the flag (or "
         "separate with commas) for several. An alias of no served model stops the start.",
     )
+    bank: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="NAME=FILE: a response bank (JSONL, one response a line: id, text, optional generator "
+        "and action) that a /rank request draws candidates from with `bank: NAME`. Repeat the flag (or "
+        "separate with commas) for several. Embedded at start in the background (/readyz is not ready until "
+        "every bank is); a bad file stops the start, naming its line and field.",
+    )
     guidelines: Path = Field(
         DEFAULT_GUIDELINES, description="ABCD-format kb.json: intent -> allowed agent actions."
     )
@@ -106,8 +114,9 @@ class Settings(BaseSettings):
     )
     fake: FakeSettings = Field(default_factory=FakeSettings)
     ranking: RankingSettings = Field(default_factory=RankingSettings)
+    banks: BanksSettings = Field(default_factory=BanksSettings)
 
-    @field_validator("model", "model_alias", mode="before")
+    @field_validator("model", "model_alias", "bank", mode="before")
     @classmethod
     def _model_list(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -140,6 +149,26 @@ class Settings(BaseSettings):
                 raise ValueError(f"--model-alias {alias!r} is given twice")
             seen.add(alias)
         return value
+
+    @field_validator("bank")
+    @classmethod
+    def _banks_well_formed(cls, value: list[str]) -> list[str]:
+        seen: set[str] = set()
+        for entry in value:
+            name, sep, path = entry.partition("=")
+            if not sep or not _MODEL_NAME.fullmatch(name) or not path:
+                raise ValueError(
+                    f"--bank {entry!r} is not NAME=FILE (NAME: letters, digits, '.', '_', '-', at most 64, "
+                    "a letter or digit first)"
+                )
+            if name in seen:
+                raise ValueError(f"--bank {name!r} is given twice")
+            seen.add(name)
+        return value
+
+    def served_banks(self) -> list[tuple[str, Path]]:
+        """(name, file) of each ``--bank``, in the order given."""
+        return [(name, Path(path)) for name, _, path in (entry.partition("=") for entry in self.bank)]
 
     def model_aliases(self) -> dict[str, str]:
         """Each ``--model-alias``: alias -> the served model's name, in the order given."""

@@ -17,7 +17,9 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 async def readyz(runtime: RuntimeDep) -> dict[str, str]:
-    """The model is loaded and every backend answers a probe; 503 otherwise."""
+    """The model is loaded, every bank embedded and every backend answers a probe; 503 otherwise."""
+    if (waiting := runtime.waiting()) is not None:
+        raise NotReady(waiting)
     if not await runtime.healthy():
         raise NotReady("a backend does not answer")
     return {"status": "ready", "model": runtime.bundle.model_id, "backend": runtime.backend_name}

@@ -10,27 +10,17 @@ into objects before validation, so error paths always read like ``candidates.2.t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
 
 from dialogue_ranker.serving.guidelines import MaskReason
 from dialogue_ranker.serving.ranking import Candidate, MaskMode, RankQuery, RankResult
 from dialogue_ranker.serving.settings import LimitsSettings
+from dialogue_ranker.serving.text_constraints import NON_BLANK, Name
 from dialogue_ranker.serving.tokenization import DEFAULT_SPEAKER, Turn
 
 _DEFAULTS = LimitsSettings()
-#: At least one visible character: not white space, a control character (C0, C1, NUL), a
-#: zero-width or other format character (soft hyphen, ZWSP/ZWJ/ZWNJ, direction marks, word
-#: joiner, BOM...). Patterns search, they do not anchor. Written as explicit code-point ranges,
-#: not ``\s``, because JSON Schema validators (ECMAScript), Python and pydantic's Rust engine each
-#: define ``\s`` differently (U+0085 is space to Python and Rust, not to ECMAScript): with explicit
-#: ranges the published schema and the server reject exactly the same texts.
-NON_BLANK = (
-    r"[^\u0000-\u0020\u007f-\u00a0\u00ad\u034f\u061c\u115f\u1160\u1680\u180e"
-    r"\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb]"
-)
-Name = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=NON_BLANK)]
 
 
 class TurnIn(BaseModel):
@@ -64,10 +54,24 @@ def texts_as_objects(value: Any) -> Any:
     return value
 
 
+_BANK_DESCRIPTION = (
+    "A served bank (GET /v1/banks): its responses nearest the context are ranked too, after the "
+    "request's own candidates, each with the bank's id."
+)
+_RETRIEVE_K_DESCRIPTION = (
+    "With a bank: how many of its responses to rank (default: the service's banks.retrieve-k, at most "
+    "the candidate limit less the request's own candidates); the request's own candidates plus this "
+    "stay within the candidate limit."
+)
+_CANDIDATES_DESCRIPTION = "Objects or plain strings; may be empty (or left out) when a bank is named."
+
+
 class RankRequest(BaseModel):
-    """A ranking request: context, optional situations, candidates and guideline intent."""
+    """A ranking request: context, optional situations, candidates and/or a bank, guideline intent."""
 
     model_config = ConfigDict(extra="forbid")
+    #: The candidate limit, bank responses included (the configured one in build_rank_request's subclass).
+    max_candidates: ClassVar[int] = _DEFAULTS.max_candidates
 
     context: Sequence[TurnIn] = Field(
         min_length=1,
@@ -81,8 +85,16 @@ class RankRequest(BaseModel):
         max_length=_DEFAULTS.max_situations,
         description="Situational statements (SUGAR), highest priority first.",
     )
+    # Declared before the candidates: the candidates' check reads them (fields validate in order).
+    bank: Name | None = Field(None, description=_BANK_DESCRIPTION)
+    retrieve_k: int | None = Field(
+        None, ge=1, le=_DEFAULTS.max_candidates, strict=True, description=_RETRIEVE_K_DESCRIPTION
+    )
     candidates: Sequence[CandidateIn] = Field(
-        min_length=1, max_length=_DEFAULTS.max_candidates, description="Objects or plain strings."
+        default_factory=list,
+        max_length=_DEFAULTS.max_candidates,
+        validate_default=True,
+        description=_CANDIDATES_DESCRIPTION,
     )
     intent: Name | None = Field(None, description="Customer intent (ABCD subflow): turns on masking.")
     model: Name | None = Field(
@@ -102,6 +114,28 @@ class RankRequest(BaseModel):
 
     _context_from_string = field_validator("context", mode="before")(_turns_from_string)
     _candidates_from_strings = field_validator("candidates", mode="before")(texts_as_objects)
+
+    @field_validator("retrieve_k")
+    @classmethod
+    def _k_with_a_bank(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and info.data.get("bank") is None:
+            raise ValueError("retrieve_k needs a bank")
+        return value
+
+    @field_validator("candidates")
+    @classmethod
+    def _candidates_or_bank(cls, value: Sequence[CandidateIn], info: ValidationInfo) -> Sequence[CandidateIn]:
+        if "bank" not in info.data:  # the bank itself was invalid: its own error says so
+            return value
+        if not value and info.data["bank"] is None:
+            raise ValueError("no candidates and no bank: send candidates, a bank (GET /v1/banks) or both")
+        k = info.data.get("retrieve_k")
+        if k is not None and len(value) + k > cls.max_candidates:
+            raise ValueError(
+                f"{len(value)} candidates and retrieve_k {k} make {len(value) + k}, over the limit of "
+                f"{cls.max_candidates}"
+            )
+        return value
 
     @field_validator("candidates")
     @classmethod
@@ -133,6 +167,8 @@ class RankRequest(BaseModel):
             top_k=self.top_k,
             min_score=self.min_score,
             select_statements=self.select_statements,
+            bank=self.bank,
+            retrieve_k=self.retrieve_k,
         )
 
 
@@ -148,6 +184,7 @@ def build_rank_request(limits: LimitsSettings) -> type[RankRequest]:
 
     class LimitedRankRequest(RankRequest):
         __doc__ = RankRequest.__doc__
+        max_candidates: ClassVar[int] = limits.max_candidates
 
         context: Sequence[LimitedTurn] = Field(
             min_length=1,
@@ -159,10 +196,14 @@ def build_rank_request(limits: LimitsSettings) -> type[RankRequest]:
             max_length=limits.max_situations,
             description=RankRequest.model_fields["situations"].description,
         )
+        retrieve_k: int | None = Field(
+            None, ge=1, le=limits.max_candidates, strict=True, description=_RETRIEVE_K_DESCRIPTION
+        )
         candidates: Sequence[LimitedCandidate] = Field(
-            min_length=1,
+            default_factory=list,
             max_length=limits.max_candidates,
-            description=RankRequest.model_fields["candidates"].description,
+            validate_default=True,
+            description=_CANDIDATES_DESCRIPTION,
         )
 
     return LimitedRankRequest
@@ -183,6 +224,10 @@ class RankedCandidateOut(BaseModel):
         False, description="Soft mask mode: a guideline mask or a repeated turn (mask_reason)."
     )
     mask_reason: MaskReason | None = None
+    bank: str | None = Field(None, description="The bank it was drawn from; null for the request's own.")
+    retrieval_score: float | None = Field(
+        None, description="A bank response's cosine with the request's retrieval query (null otherwise)."
+    )
 
 
 class MaskedOut(BaseModel):
@@ -191,6 +236,7 @@ class MaskedOut(BaseModel):
     id: str
     action: str | None
     reason: MaskReason
+    bank: str | None = Field(None, description="The bank it was drawn from; null for the request's own.")
 
 
 class RankResponse(BaseModel):

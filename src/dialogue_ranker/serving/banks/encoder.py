@@ -1,0 +1,186 @@
+"""The retrieval encoder at serving time: texts -> L2-normalised vectors, with ONNX Runtime on CPU.
+
+Two sessions of the one graph: a bulk session with every CPU of the quota, which embeds the banks
+at start (nothing else runs then: ``/readyz`` is not ready) and is dropped once they are; and a
+query session with the ranker's per-call threads (``onnx.intra_op_threads``), which embeds one
+request's context beside the ranker's calls without asking the CPUs for more threads than they
+have. The retrieval query is made of the request's last turns (:func:`retrieval_query`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+from dialogue_ranker.serving.errors import BackendError, BackendUnavailable
+from dialogue_ranker.serving.model_bundle import BundleError, RetrieverSpec
+from dialogue_ranker.serving.tokenization import Turn
+
+logger = logging.getLogger(__name__)
+
+#: Texts per bulk call. Texts are sorted by length first, so a call pads little; 64 short replies
+#: keep a call near 100 ms on 2 cores, often enough for progress and for a stop at shutdown.
+BULK_BATCH_TEXTS = 64
+#: Called after each bulk call with the texts embedded so far.
+Progress = Callable[[int], None]
+
+
+class EmbeddingStopped(Exception):
+    """The bulk embedding was asked to stop (the service is shutting down)."""
+
+
+def retrieval_query(turns: Sequence[Turn], *, last_turns: int = 1) -> str:
+    """The text a request retrieves bank responses with: its last ``last_turns`` turns, oldest first.
+
+    One turn (the default) is what the untrained sentence encoder was measured with (issue #43:
+    the last turn alone beat the whole context for all-MiniLM-L6-v2); a dialogue-trained encoder
+    declares its own in ``retriever.json`` (``query.turns``). Turns are joined by newlines, without
+    speakers: a sentence encoder reads plain text.
+    """
+    return "\n".join(turn.text for turn in turns[-last_turns:])
+
+
+def file_sha256(path: Path) -> str:
+    """The hex SHA-256 of a file, read in blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class TextEncoder:
+    """Runs a :class:`RetrieverSpec`'s graph: a batch of texts in, float32 unit vectors out."""
+
+    def __init__(self, spec: RetrieverSpec, *, query_threads: int = 1, bulk_threads: int = 1) -> None:
+        self.spec = spec
+        self.query_threads = query_threads
+        self.bulk_threads = bulk_threads
+        self._tokenizer: Tokenizer | None = None
+        self._query: ort.InferenceSession | None = None
+        self._bulk: ort.InferenceSession | None = None
+        #: A digest of what the vectors depend on: graph, tokenizer, max length (set by ``start``).
+        self.identity = ""
+
+    @property
+    def dim(self) -> int:
+        """The vectors' length."""
+        return self.spec.dim
+
+    def start(self) -> None:
+        """Check the graph against its digest, load the tokenizer and both sessions; blocking.
+
+        Raises:
+            BundleError: the graph is not the one ``retriever.json`` describes.
+            BackendUnavailable: the graph does not load.
+        """
+        actual = file_sha256(self.spec.path)
+        if actual != self.spec.sha256:
+            expected = self.spec.sha256[:12]
+            raise BundleError(f"{self.spec.path}: sha256 {actual[:12]}... is not retriever.json's {expected}")
+        self.identity = hashlib.sha256(
+            f"{actual}/{file_sha256(self.spec.tokenizer_path)}/{self.spec.max_length}".encode()
+        ).hexdigest()
+        tokenizer = Tokenizer.from_file(str(self.spec.tokenizer_path))
+        tokenizer.no_padding()  # padded here, to each call's longest text
+        tokenizer.enable_truncation(self.spec.max_length)
+        self._tokenizer = tokenizer
+        self._query = self._load(self.query_threads)
+        self._bulk = self._load(self.bulk_threads) if self.bulk_threads != self.query_threads else self._query
+        missing = set(self.spec.input_names) - {i.name for i in self._query.get_inputs()}
+        if missing:
+            raise BackendUnavailable(f"{self.spec.path.name} lacks inputs {sorted(missing)}")
+        logger.info(
+            "retriever loaded file=%s dim=%d query_threads=%d bulk_threads=%d",
+            self.spec.path, self.dim, self.query_threads, self.bulk_threads,
+        )  # fmt: skip
+
+    def _load(self, threads: int) -> ort.InferenceSession:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            return ort.InferenceSession(str(self.spec.path), options, providers=["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime raises its own untyped errors
+            raise BackendUnavailable(f"cannot load {self.spec.path.name}: {e}") from e
+
+    def release_bulk(self) -> None:
+        """Drop the bulk session once the banks are embedded (its memory is not needed again)."""
+        self._bulk = self._query
+
+    def close(self) -> None:
+        """Drop the sessions."""
+        self._query = self._bulk = None
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """One request's texts (its retrieval query) on the query session: (texts, dim) float32."""
+        return self._run(self._query, texts)
+
+    def embed_all(
+        self,
+        texts: Sequence[str],
+        *,
+        progress: Progress | None = None,
+        stop: threading.Event | None = None,
+        batch_texts: int = BULK_BATCH_TEXTS,
+    ) -> np.ndarray:
+        """Every text on the bulk session, shortest first (little padding), back in the given order.
+
+        Raises:
+            EmbeddingStopped: ``stop`` was set between two calls.
+            BackendError: ONNX Runtime failed on a call.
+        """
+        tokenizer = self._require_tokenizer()
+        lengths = np.array([len(e.ids) for e in tokenizer.encode_batch(list(texts))], dtype=np.int64)
+        order = np.argsort(lengths, kind="stable")
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(texts), batch_texts):
+            if stop is not None and stop.is_set():
+                raise EmbeddingStopped
+            rows = order[start : start + batch_texts]
+            out[rows] = self._run(self._bulk, [texts[i] for i in rows])
+            if progress is not None:
+                progress(min(start + batch_texts, len(texts)))
+        return out
+
+    def _require_tokenizer(self) -> Tokenizer:
+        if self._tokenizer is None:
+            raise BackendUnavailable("the retrieval encoder is not started")
+        return self._tokenizer
+
+    def _run(self, session: ort.InferenceSession | None, texts: Sequence[str]) -> np.ndarray:
+        tokenizer = self._require_tokenizer()
+        if session is None:
+            raise BackendUnavailable("the retrieval encoder is not started")
+        if not texts:
+            return np.empty((0, self.dim), dtype=np.float32)
+        encoded = tokenizer.encode_batch(list(texts))
+        width = max(len(e.ids) for e in encoded)
+        ids = np.zeros((len(encoded), width), dtype=np.int64)
+        types = np.zeros_like(ids)
+        mask = np.zeros_like(ids)
+        for row, e in enumerate(encoded):
+            ids[row, : len(e.ids)] = e.ids
+            types[row, : len(e.ids)] = e.type_ids
+            mask[row, : len(e.ids)] = 1
+        arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        try:
+            (vectors,) = session.run(
+                [self.spec.output_name], {name: arrays[name] for name in self.spec.input_names}
+            )
+        except Exception as e:  # onnxruntime raises its own untyped errors
+            raise BackendError(f"the retrieval encoder failed on {len(texts)} texts") from e
+        vectors = np.asarray(vectors, dtype=np.float32)
+        # The graph normalises already; again here so that a graph exported without it still
+        # gives cosines (a no-op on unit vectors).
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.maximum(norms, 1e-12)
