@@ -28,6 +28,9 @@ COMMANDS: dict[str, Command] = {
     "interpolate": Command("dialogue_ranker.training.interpolate", "average runs' weights (a soup)"),
     "recipe": Command("dialogue_ranker.recipes.cli", "run a training recipe (TOML), stage by stage"),
     "export": Command("dialogue_ranker.export.__main__", "export a run to a served bundle (ONNX)"),
+    "export-retriever": Command(
+        "dialogue_ranker.export.retriever", "export a sentence encoder as the banks' retrieval encoder (ONNX)"
+    ),
     "export-hf": Command("dialogue_ranker.export.hf", "export a Hugging Face cross-encoder to a bundle"),
     "samples": Command("dialogue_ranker.export.samples", "add sample sequences with fp32 logits to a bundle"),
     "card": Command("dialogue_ranker.export.card", "write a bundle's model card from its files"),
