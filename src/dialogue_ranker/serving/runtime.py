@@ -184,6 +184,8 @@ class Runtime:
                     served.ranker.selector is not None,
                 )  # fmt: skip
             aliases = _checked_aliases(settings.model_aliases(), models)
+            if bank_set is not None:
+                bank_set.embed_in_background()  # after the models: auto timed its runtimes alone
         except BaseException:
             await _close(batchers, backends, executor, bank_set)
             raise

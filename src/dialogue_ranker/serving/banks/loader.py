@@ -1,9 +1,10 @@
 """The banks a service serves: embedded in the background at start, then searched per request.
 
-The start does not wait for the vectors. :meth:`BankSet.start` loads the retrieval encoder and
-returns; a background task then makes each bank's vectors, one bank after another on a thread of
-its own (the event loop and the request executor stay free): read from the cache when it holds
-them, else computed, logged as they progress and cached. Until every bank is ready ``/readyz``
+The start does not wait for the vectors. :meth:`BankSet.start` loads the retrieval encoder;
+once the models are started (``--backend auto`` times the runtimes on a quiet CPU),
+:meth:`BankSet.embed_in_background` starts a task that makes each bank's vectors, one bank after
+another on a thread of its own (the event loop and the request executor stay free): read from the
+cache when it holds them, else computed, logged as they progress and cached. Until every bank is ready ``/readyz``
 answers 503 saying which is not and how far it is, and a request naming such a bank gets 503.
 """
 
@@ -118,7 +119,7 @@ class BankSet:
     async def start(
         cls, settings: Settings, metrics: Metrics, executor: Executor, banks: Sequence[Bank] | None = None
     ) -> BankSet | None:
-        """The configured banks with their encoder loaded, embedding in the background (None: no bank).
+        """The configured banks with their encoder loaded, not embedded yet (None: no bank).
 
         ``banks``: already read (``ranker serve`` checks them before the server starts).
 
@@ -144,8 +145,12 @@ class BankSet:
             banks, encoder, cache=cache, metrics=metrics, executor=executor,
             retrieve_k=settings.banks.retrieve_k, max_candidates=settings.limits.max_candidates,
         )  # fmt: skip
-        bank_set._task = asyncio.create_task(bank_set._embed_all(), name="embed banks")
         return bank_set
+
+    def embed_in_background(self) -> None:
+        """Start making the banks' vectors; ``/readyz`` is ready once every bank is."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._embed_all(), name="embed banks")
 
     @property
     def ready(self) -> bool:
