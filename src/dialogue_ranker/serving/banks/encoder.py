@@ -1,8 +1,8 @@
 """The retrieval encoder at serving time: texts -> L2-normalised vectors, with ONNX Runtime on CPU.
 
 Two sessions of the one graph: a bulk session with every CPU of the quota, which embeds the banks
-at start (nothing else runs then: ``/readyz`` is not ready) and is dropped once they are; and a
-query session with the ranker's per-call threads (``onnx.intra_op_threads``), which embeds one
+at start (nothing else runs then: ``/readyz`` is not ready), opened only when a bank is not in the
+cache and dropped once the banks are ready; and a query session with the ranker's per-call threads (``onnx.intra_op_threads``), which embeds one
 request's context beside the ranker's calls without asking the CPUs for more threads than they
 have. The retrieval query is made of the request's last turns (:func:`retrieval_query`).
 """
@@ -75,7 +75,7 @@ class TextEncoder:
         return self.spec.dim
 
     def start(self) -> None:
-        """Check the graph against its digest, load the tokenizer and both sessions; blocking.
+        """Check the graph against its digest, load the tokenizer and the query session; blocking.
 
         Raises:
             BundleError: the graph is not the one ``retriever.json`` describes.
@@ -93,7 +93,6 @@ class TextEncoder:
         tokenizer.enable_truncation(self.spec.max_length)
         self._tokenizer = tokenizer
         self._query = self._load(self.query_threads)
-        self._bulk = self._load(self.bulk_threads) if self.bulk_threads != self.query_threads else self._query
         missing = set(self.spec.input_names) - {i.name for i in self._query.get_inputs()}
         if missing:
             raise BackendUnavailable(f"{self.spec.path.name} lacks inputs {sorted(missing)}")
@@ -115,7 +114,13 @@ class TextEncoder:
 
     def release_bulk(self) -> None:
         """Drop the bulk session once the banks are embedded (its memory is not needed again)."""
-        self._bulk = self._query
+        self._bulk = None
+
+    def _bulk_session(self) -> ort.InferenceSession | None:
+        if self._bulk is None and self._query is not None:
+            same = self.bulk_threads == self.query_threads
+            self._bulk = self._query if same else self._load(self.bulk_threads)
+        return self._bulk
 
     def close(self) -> None:
         """Drop the sessions."""
@@ -147,7 +152,7 @@ class TextEncoder:
             if stop is not None and stop.is_set():
                 raise EmbeddingStopped
             rows = order[start : start + batch_texts]
-            out[rows] = self._run(self._bulk, [texts[i] for i in rows])
+            out[rows] = self._run(self._bulk_session(), [texts[i] for i in rows])
             if progress is not None:
                 progress(min(start + batch_texts, len(texts)))
         return out
