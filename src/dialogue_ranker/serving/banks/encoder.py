@@ -2,9 +2,10 @@
 
 Two sessions of the one graph: a bulk session with every CPU of the quota, which embeds the banks
 at start (nothing else runs then: ``/readyz`` is not ready), opened only when a bank is not in the
-cache and dropped once the banks are ready; and a query session with the ranker's per-call threads (``onnx.intra_op_threads``), which embeds one
-request's context beside the ranker's calls without asking the CPUs for more threads than they
-have. The retrieval query is made of the request's last turns (:func:`retrieval_query`).
+cache and dropped once the banks are ready; and a query session with the ranker's per-call
+threads (``onnx.intra_op_threads``), which embeds one request's context beside the ranker's calls
+without asking the CPUs for more threads than they have. The retrieval query is made of the
+request's last turns (:func:`retrieval_query`).
 """
 
 from __future__ import annotations

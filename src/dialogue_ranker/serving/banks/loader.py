@@ -4,8 +4,9 @@ The start does not wait for the vectors. :meth:`BankSet.start` loads the retriev
 once the models are started (``--backend auto`` times the runtimes on a quiet CPU),
 :meth:`BankSet.embed_in_background` starts a task that makes each bank's vectors, one bank after
 another on a thread of its own (the event loop and the request executor stay free): read from the
-cache when it holds them, else computed, logged as they progress and cached. Until every bank is ready ``/readyz``
-answers 503 saying which is not and how far it is, and a request naming such a bank gets 503.
+cache when it holds them, else computed, logged as they progress and cached. Until every bank is
+ready ``/readyz`` answers 503 saying which is not and how far it is, and a request naming such a
+bank gets 503.
 """
 
 from __future__ import annotations
