@@ -12,6 +12,7 @@ bank gets 503.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import threading
@@ -264,6 +265,9 @@ class BankSet:
         self._stop.set()
         if self._task is not None:
             self._task.cancel()
+            # The task only waits on the embedding thread: it ends at once, never left pending.
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
         self._embedding_thread.shutdown(wait=False, cancel_futures=True)
         self.encoder.close()
 
