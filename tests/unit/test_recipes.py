@@ -185,8 +185,9 @@ def test_references_must_name_earlier_stages_of_the_right_kind():
     assert "init and init_bundle exclude each other" in bad(
         TINY.replace('init = "one"', 'init = "one"\ninit_bundle = "models/x"')
     )
-    topical = TINY.replace('dataset = "sugar", source = "src/sugar.jsonl"', 'dataset = "topical-chat", source = "t"')
-    assert "group_by is for dataset 'sugar'" in bad(topical.replace('source = "t"', 'source = "t", group_by = "request"'))
+    topical = TINY.replace('"sugar", source = "src/sugar.jsonl"', '"topical-chat", source = "t"')
+    grouped = topical.replace('source = "t"', 'source = "t", group_by = "request"')
+    assert "group_by is for dataset 'sugar'" in bad(grouped)
 
 
 def test_a_users_own_file_plugs_in_by_path_and_a_missing_one_is_refused_before_anything_runs(tmp_path):
