@@ -5,6 +5,7 @@
 # `make model`: a training recipe, stage by stage (RECIPE=recipes/<file>.toml; resumes where it stopped).
 # `make report`: the benchmark report (CrossEncoder in PyTorch vs raw ONNX Runtime vs the service).
 # `make loadtest`: the Locust suite, headless, against a running service (see below).
+# `make loadtest-gate`: the service with the load tests' bank, the default mix at 8 users, the SLO gate.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -56,11 +57,13 @@ RECIPE ?= recipes/dialogue-minilm-l6-cpu.toml
 model: $(VENV)/.dev-deps
 	HF_HUB_OFFLINE=1 $(BIN)/ranker recipe run $(RECIPE) $(ARGS)
 
-# `make loadtest`: Locust, headless, against a service that is already running: start it first
-# with `make serve` in another shell (or set HOST). SHAPE is step, constant (needs RPS > 0) or
-# none (plain USERS at SPAWN_RATE). Reports: $(LOADTEST_OUT)/loadtest_*.csv and report.html.
-# Scenario weights, SLO limits and the rest: LOADTEST_ARGS="--weight-large-pool 0 --slo-p95-ms 500"
-# or the LOADTEST_* environment variables (see loadtests/locustfile.py).
+# `make loadtest`: Locust, headless, against a service that is already running: start it first,
+# with the load tests' bank, in another shell (`.venv/bin/python -m loadtests.bank`, then
+# `make serve ARGS="--bank loadtest=runs/loadtest/bank/loadtest.jsonl"`), or set HOST. SHAPE is step,
+# constant (needs RPS > 0) or none (plain USERS at SPAWN_RATE). Reports: $(LOADTEST_OUT)/loadtest_*.csv
+# and report.html. Scenario weights, SLO limits and the rest:
+# LOADTEST_ARGS="--weight-bank 0 --slo-p95-ms-socialbot 500" or the LOADTEST_* environment variables
+# (see loadtests/locustfile.py).
 HOST ?= http://127.0.0.1:8000
 USERS ?= 8
 SPAWN_RATE ?= 2
@@ -79,3 +82,13 @@ loadtest: $(VENV)/.dev-deps
 		--spawn-rate $(SPAWN_RATE) --run-time $(RUN_TIME) $(if $(RPS),--target-rps $(RPS)) \
 		--csv $(LOADTEST_OUT)/loadtest --csv-full-history --html $(LOADTEST_OUT)/report.html \
 		$(LOADTEST_ARGS)
+
+# `make loadtest-gate`: the SLO gate in one command (benchmarks/loadtest_gate.py): starts the service
+# with the load tests' bank (made from ../shared/data when missing), times each scenario alone, runs
+# the default mix with USERS (8) users for GATE_RUN_TIME and applies the gate (the exit code). Results
+# in benchmarks/results/loadtest_gate/ (summary.md), logs and the HTML report in runs/loadtest-gate/.
+# Run it on a quiet machine; ARGS="--serve-arg=--ranking.logit-cache-entries=0" measures compute alone.
+GATE_RUN_TIME ?= 90s
+.PHONY: loadtest-gate
+loadtest-gate: $(VENV)/.dev-deps
+	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks.loadtest_gate --users $(USERS) --run-time $(GATE_RUN_TIME) $(ARGS)

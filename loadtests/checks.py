@@ -3,10 +3,15 @@
 A 200 counts as a success only when the body keeps the API's promises: the response schema,
 one ranked entry per unmasked candidate (at most ``top_k``), ids from the request and none
 twice, calibrated scores in [0, 1] sorted best first, generator and action echoed, guideline
-masks as the intent and ``mask_mode`` require, ``abstain`` consistent with ``threshold``, and
-``statements_used`` indexing the request's situations.
+and repeat masks as the intent and ``mask_mode`` require, ``abstain`` consistent with
+``threshold``, and ``statements_used`` indexing the request's situations.
 
-The masking rule is written again here from the guideline file rather than imported from
+A request that names a bank gets the bank's responses too: entries whose ``bank`` is the
+request's bank, with the bank's ids (not the request's), a ``retrieval_score`` (a cosine), and
+``retrieve_k`` of them (or the service's default) after the request's own candidates. When the
+suite has the bank's file, their ids, echoes and masks are checked against it as well.
+
+The masking rules are written again here from the guideline file rather than imported from
 ``service``: a check that reused the service's own code would agree with its bugs.
 """
 
@@ -27,6 +32,10 @@ SHED_LOAD = "shed load: 429 overloaded"
 
 NOT_ALLOWED_FOR_INTENT = "action_not_allowed_for_intent"
 UNKNOWN_ACTION = "unknown_action"
+REPEATS_A_TURN = "repeats_a_turn"
+MASK_REASONS = frozenset({NOT_ALLOWED_FOR_INTENT, UNKNOWN_ACTION, REPEATS_A_TURN})
+#: A cosine is within [-1, 1]; int8 vectors and float rounding may pass it by a little.
+COSINE_SLACK = 0.02
 
 # field -> (accepted types, may be null). bool is excluded from numbers on purpose (see _typed).
 _NUMBER = (int, float)
@@ -46,12 +55,40 @@ _RANKED_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "action": ((str,), True),
     "masked": ((bool,), False),
     "mask_reason": ((str,), True),
+    "bank": ((str,), True),
+    "retrieval_score": (_NUMBER, True),
 }
 _MASKED_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "id": ((str,), False),
     "action": ((str,), True),
     "reason": ((str,), False),
+    "bank": ((str,), True),
 }
+
+
+def repeat_key(text: str) -> str:
+    """The text as the repeat mask compares it: case-folded, punctuation dropped, spaces collapsed."""
+    kept = "".join(ch if ch.isalnum() else " " for ch in text.casefold())
+    return " ".join(kept.split())
+
+
+@dataclass(frozen=True)
+class BankResponse:
+    """One bank response, as the bank's file gives it (``loadtests.bank.read_bank_file``)."""
+
+    text: str
+    generator: str | None = None
+    action: str | None = None
+
+
+@dataclass(frozen=True)
+class BankInfo:
+    """A served bank as the suite knows it: its size (``GET /v1/banks``) and, when given, its file."""
+
+    name: str
+    size: int
+    #: id -> response, from the bank's file; None: ids, echoes and masks of bank entries unchecked.
+    responses: Mapping[str, BankResponse] | None = None
 
 
 @dataclass(frozen=True)
@@ -128,18 +165,33 @@ class Expected:
     min_score: float | None
     situations: int
     select_statements: bool
+    #: The bank the request names (None: no bank), and how many of its responses it asks for
+    #: (None: the service's ``banks.retrieve-k``, which the suite does not know).
+    bank: BankInfo | None = None
+    retrieve_k: int | None = None
+    intent: str | None = None
+    guidelines: Guidelines | None = None
+    #: The context's turns as the repeat mask compares them.
+    turn_keys: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, body: Mapping[str, Any], guidelines: Guidelines) -> Expected:
-        """The expectations of a request body as the load test sends it (candidates as objects)."""
-        candidates = body["candidates"]
+    def of(cls, body: Mapping[str, Any], guidelines: Guidelines, bank: BankInfo | None = None) -> Expected:
+        """The expectations of a request body as the load test sends it (candidates as objects).
+
+        ``bank``: what the suite knows of the bank the body names (required when it names one).
+        """
+        candidates = body.get("candidates", [])
         ids = tuple(c.get("id") or str(i) for i, c in enumerate(candidates))
         intent, mode = body.get("intent"), body.get("mask_mode", "hard")
+        turn_keys = frozenset(k for k in (repeat_key(t["text"]) for t in body["context"]) if k)
         reasons: dict[str, str] = {}
-        if intent is not None and mode != "off":
+        if mode != "off":
             for cid, c in zip(ids, candidates, strict=True):
-                if (reason := guidelines.mask_reason(intent, c.get("action"))) is not None:
+                reason = mask_reason(guidelines, intent, c.get("action"), c["text"], turn_keys)
+                if reason is not None:
                     reasons[cid] = reason
+        if body.get("bank") is not None and (bank is None or bank.name != body["bank"]):
+            raise ValueError(f"the request names bank {body['bank']!r}, which the suite was not told of")
         return cls(
             ids=ids,
             echoes={
@@ -151,7 +203,28 @@ class Expected:
             min_score=body.get("min_score"),
             situations=len(body.get("situations", ())),
             select_statements=body.get("select_statements", True),
+            bank=bank if body.get("bank") is not None else None,
+            retrieve_k=body.get("retrieve_k"),
+            intent=intent,
+            guidelines=guidelines,
+            turn_keys=turn_keys,
         )
+
+    def bank_mask_reason(self, response: BankResponse) -> str | None:
+        """Why the service must mask this bank response for this request (None: rank it)."""
+        if self.mask_mode == "off" or self.guidelines is None:
+            return None
+        return mask_reason(self.guidelines, self.intent, response.action, response.text, self.turn_keys)
+
+
+def mask_reason(
+    guidelines: Guidelines, intent: str | None, action: str | None, text: str, turn_keys: frozenset[str]
+) -> str | None:
+    """A candidate's mask reason when the mask mode is not off: a guideline's first, else a repeat."""
+    if intent is not None and (reason := guidelines.mask_reason(intent, action)) is not None:
+        return reason
+    key = repeat_key(text)
+    return REPEATS_A_TURN if key and key in turn_keys else None
 
 
 @dataclass(frozen=True)
@@ -196,10 +269,19 @@ def check_rank_body(content: bytes, expected: Expected) -> Problem | None:
             _typed(entry, _RANKED_FIELDS, "ranking entry")
         for entry in masked:
             _typed(entry, _MASKED_FIELDS, "masked entry")
-        _check_masks(ranking, masked, expected)
-        _check_ids(ranking, expected)
+        # The request's own candidates (bank null) and the bank's responses are checked apart:
+        # their ids may coincide, and only the request's own are known before the answer.
+        own = [e for e in ranking if e["bank"] is None]
+        own_masked = [m for m in masked if m["bank"] is None]
+        drawn = [e for e in ranking if e["bank"] is not None]
+        drawn_masked = [m for m in masked if m["bank"] is not None]
+        _check_bank_entries(drawn, drawn_masked, expected)
+        if masked[: len(own_masked)] != own_masked:
+            raise _Bad("masked bank response listed before the request's own", str([m["id"] for m in masked]))
+        _check_masks(own, own_masked, expected)
+        _check_ids(own, expected, bank_ranked=len(drawn), bank_masked=len(drawn_masked))
         _check_scores(ranking, data["threshold"])
-        _check_echoes(ranking, expected)
+        _check_echoes(own, expected)
         _check_abstention(ranking, data, expected)
         _check_statements(data["statements_used"], expected)
     except _Bad as bad:
@@ -253,18 +335,90 @@ def _check_masks(ranking: list[dict], masked: list[dict], exp: Expected) -> None
             raise _Bad("wrong mask reason", f"{entry['id']}: {entry['mask_reason']} != {want_reason}")
 
 
-def _check_ids(ranking: list[dict], exp: Expected) -> None:
+def _check_ids(ranking: list[dict], exp: Expected, *, bank_ranked: int = 0, bank_masked: int = 0) -> None:
+    """The request's own ranked entries (``ranking``), and how many there are beside the bank's."""
     ids = [e["id"] for e in ranking]
     if len(set(ids)) != len(ids):
         raise _Bad("duplicate ids in ranking", str(ids))
     hard = exp.mask_mode == "hard"
     rankable = [cid for cid in exp.ids if not (hard and cid in exp.mask_reasons)]
-    want = len(rankable) if exp.top_k is None else min(exp.top_k, len(rankable))
-    if len(ids) != want:
-        raise _Bad("wrong number of ranked candidates", f"{len(ids)} ranked, want {want}")
-    # Unique, as many as the rankable ones and all among them: a permutation (of a top_k subset).
+    # Unique and all among the rankable ones: a permutation (of a top_k subset).
     if unknown := set(ids) - set(rankable):
         raise _Bad("ranked ids are not a permutation of the request's", f"unexpected {sorted(unknown)}")
+    if exp.bank is None:
+        want = len(rankable) if exp.top_k is None else min(exp.top_k, len(rankable))
+        if len(ids) != want:
+            raise _Bad("wrong number of ranked candidates", f"{len(ids)} ranked, want {want}")
+        return
+    drawn = None if exp.retrieve_k is None else min(exp.retrieve_k, exp.bank.size)
+    if exp.top_k is None:
+        if len(ids) != len(rankable):
+            detail = f"{len(ids)} of the request's own, want {len(rankable)}"
+            raise _Bad("wrong number of ranked candidates", detail)
+        got = bank_ranked + bank_masked
+        if (drawn is not None and got != drawn) or got == 0:
+            want_text = "at least 1" if drawn is None else str(drawn)
+            raise _Bad("wrong number of bank responses", f"{got} drawn (ranked or masked), want {want_text}")
+        return
+    total = len(ids) + bank_ranked
+    if drawn is not None:
+        want = min(exp.top_k, len(rankable) + drawn - bank_masked)
+        if total != want:
+            raise _Bad("wrong number of ranked candidates", f"{total} ranked, want {want}")
+    elif total > exp.top_k or total == 0:
+        raise _Bad("wrong number of ranked candidates", f"{total} ranked with top_k {exp.top_k}")
+
+
+def _check_bank_entries(ranked: list[dict], masked: list[dict], exp: Expected) -> None:
+    """The bank's responses in an answer: its name, unique ids of the bank, cosines, echoes, masks."""
+    if exp.bank is None:
+        if ranked or masked:
+            raise _Bad("bank entry in the answer to a request without a bank", str((ranked + masked)[0]))
+        return
+    name, responses = exp.bank.name, exp.bank.responses
+    ids = [e["id"] for e in ranked + masked]
+    if len(set(ids)) != len(ids):
+        raise _Bad("duplicate bank ids in ranking", str(ids))
+    for entry in ranked + masked:
+        if entry["bank"] != name:
+            raise _Bad("entry from another bank", f"{entry['id']}: bank {entry['bank']!r}, want {name!r}")
+        if responses is not None and entry["id"] not in responses:
+            raise _Bad("bank id not in the bank", entry["id"])
+    for entry in ranked:
+        cosine = entry["retrieval_score"]
+        if cosine is None or not math.isfinite(cosine) or abs(cosine) > 1 + COSINE_SLACK:
+            raise _Bad("bank response without a retrieval score in [-1, 1]", f"{entry['id']}: {cosine}")
+    if responses is None:
+        # Without the bank's file only the form of the masks can be checked.
+        if any(m["reason"] not in MASK_REASONS for m in masked):
+            raise _Bad("wrong mask reason", str([m["reason"] for m in masked]))
+        if exp.mask_mode == "hard" and any(e["masked"] or e["mask_reason"] is not None for e in ranked):
+            raise _Bad("ranked entry flagged as masked in hard mode")
+        if exp.mask_mode != "hard" and masked:
+            raise _Bad(f"masked list not empty in {exp.mask_mode} mode", str(ids))
+        return
+    for entry in ranked:
+        response = responses[entry["id"]]
+        if (entry["generator"], entry["action"]) != (response.generator, response.action):
+            raise _Bad("bank generator or action not echoed", entry["id"])
+    if any(m["action"] != responses[m["id"]].action for m in masked):
+        raise _Bad("masked entry action not echoed", str([m["id"] for m in masked]))
+    for entry in masked:
+        want = exp.bank_mask_reason(responses[entry["id"]])
+        if exp.mask_mode != "hard":
+            raise _Bad(f"masked list not empty in {exp.mask_mode} mode", str(ids))
+        if want is None:
+            raise _Bad("valid candidate masked", f"bank response {entry['id']} ({entry['reason']})")
+        if entry["reason"] != want:
+            raise _Bad("wrong mask reason", f"bank response {entry['id']}: {entry['reason']} != {want}")
+    for entry in ranked:
+        want = exp.bank_mask_reason(responses[entry["id"]])
+        if exp.mask_mode == "hard":
+            if want is not None:
+                raise _Bad("bank response not masked", f"{entry['id']} ranked, want masked ({want})")
+            want = None
+        if entry["masked"] != (want is not None) or entry["mask_reason"] != want:
+            raise _Bad("wrong mask reason", f"bank response {entry['id']}: {entry['mask_reason']} != {want}")
 
 
 def _check_scores(ranking: list[dict], threshold: float) -> None:

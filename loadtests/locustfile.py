@@ -1,16 +1,20 @@
 """Locust load test of ``POST /rank`` with the service's traffic mix.
 
-Every simulated user sends ranking requests, each one of four scenarios dealt by weight
-(``socialbot``, ``situated``, ``agent_assist``, ``large_pool``; see ``scenarios.py``), and
-checks every answer (``checks.py``): a 200 with a wrong body is a failure with its reason, a
+Every simulated user sends ranking requests, each one of five scenarios dealt by weight
+(``socialbot``, ``situated``, ``agent_assist``, ``large_pool``, ``bank``; see ``scenarios.py``),
+and checks every answer (``checks.py``): a 200 with a wrong body is a failure with its reason, a
 429 is the failure ``shed load: 429 overloaded``. At the end the SLO gate (``slo.py``) sets the
 exit code.
+
+The ``bank`` scenario ranks against a bank the service serves (``--bank-name``, default
+``loadtest``): start it with ``ranker serve --bank loadtest=FILE``, the FILE made by
+``python -m loadtests.bank``, or turn the scenario off with ``--weight-bank 0``.
 
 Load shapes live in ``shapes/``, one per file, because Locust uses the first shape class it
 finds: add the one wanted after this file, or none for plain ``--users``/``--spawn-rate``::
 
     locust -f loadtests/locustfile.py,loadtests/shapes/step.py --headless --host http://127.0.0.1:8000 \\
-        --users 16 --spawn-rate 4 --run-time 2m --weight-large-pool 0 --slo-p95-ms 500
+        --users 16 --spawn-rate 4 --run-time 2m --weight-large-pool 0 --slo-p95-ms-socialbot 500
 
 Every option below is also an environment variable (``LOADTEST_...``); ``make loadtest`` wraps it.
 """
@@ -18,6 +22,7 @@ Every option below is also an environment variable (``LOADTEST_...``); ``make lo
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
 import random
@@ -37,15 +42,32 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from loadtests.checks import Expected, Guidelines, Problem, check_rank_body, check_status  # noqa: E402
+from loadtests.bank import (  # noqa: E402
+    DEFAULT_BANK_NAME,
+    DEFAULT_TOPICAL_CHAT,
+    Conversation,
+    read_bank_file,
+    read_conversations,
+    served_bank_size,
+)
+from loadtests.checks import BankInfo, Expected, Guidelines, Problem, check_rank_body, check_status  # noqa: E402
 from loadtests.scenarios import SCENARIOS, Traffic, load_situated  # noqa: E402
 from loadtests.slo import Slo, evaluate  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_SUGAR = REPO_ROOT.parent / "shared" / "data" / "sugar" / "sugar.jsonl"
-#: The default traffic mix, in percent: mostly socialbot turns, few very large pools.
-DEFAULT_WEIGHTS = {"socialbot": 50, "situated": 20, "agent_assist": 25, "large_pool": 5}
+#: The default traffic mix, in percent: mostly socialbot turns, a few requests against a bank and
+#: fewer very large pools (docs/guides/load-tests.md, "SLO gate", says how these were chosen).
+DEFAULT_WEIGHTS = {"socialbot": 50, "situated": 20, "agent_assist": 23, "large_pool": 2, "bank": 5}
+#: The SLO gate's p95 limit per scenario, in milliseconds (docs/guides/load-tests.md, "SLO gate").
+DEFAULT_SLO_P95_MS = {
+    "socialbot": 1000,
+    "situated": 1000,
+    "agent_assist": 1000,
+    "large_pool": 4000,
+    "bank": 2500,
+}
 #: Details of the same failure reason logged per process at most this many times (the stats
 #: count them all; the log only has to show what went wrong).
 DETAILS_LOGGED_PER_REASON = 3
@@ -69,8 +91,38 @@ OPTIONS: dict[str, tuple[type, Any, str]] = {
     "target-rps": (float, 0.0, "Requests/s of this Locust process, paced across its users (0: think time)."),
     "wait-min-s": (float, 0.5, "Shortest think time between a user's requests (when not paced)."),
     "wait-max-s": (float, 2.0, "Longest think time between a user's requests (when not paced)."),
-    "slo-max-error-ratio": (float, 0.01, "SLO: most failed requests / requests (429 included)."),
-    "slo-p95-ms": (float, 1000.0, "SLO: highest p95 latency over all requests, in milliseconds."),
+    "bank-name": (
+        str,
+        DEFAULT_BANK_NAME,
+        "The served bank the bank scenario names (ranker serve --bank NAME=FILE).",
+    ),
+    "bank-file": (
+        str,
+        "",
+        "That bank's JSONL: the answers' bank ids, echoes and masks are checked against it "
+        "(default: their form only).",
+    ),
+    "topical-chat": (
+        str,
+        "",
+        f"Topical-Chat conversations for the bank scenario's contexts (default {DEFAULT_TOPICAL_CHAT} "
+        "if present, else the built-in chats).",
+    ),
+    "slo-max-error-ratio": (
+        float,
+        0.01,
+        "SLO: most failed requests / requests (429 included), over the run and in each scenario.",
+    ),
+    "slo-p95-ms": (float, 0.0, "SLO: highest p95 latency over all requests together, ms (0: no limit)."),
+    **{
+        f"slo-p95-ms-{name.replace('_', '-')}": (
+            float,
+            limit,
+            f"SLO: highest p95 of {name} requests, ms (0: none).",
+        )
+        for name, limit in DEFAULT_SLO_P95_MS.items()
+    },
+    "slo-report": (str, "", "Also write the SLO verdict and the figures behind it to this JSON file."),
     "seed": (int, None, "Seed of the request generator (default: a new sequence each run)."),
 }
 
@@ -94,6 +146,9 @@ class RankClient(FastHttpUser):
     target_rps = 0.0
     think_time_s = (0.5, 2.0)
     details_logged: Counter[str] = Counter()  # per process: failure details logged so far
+    #: Per process: successful bank answers, bank responses they ranked, and the distinct ids.
+    bank_seen: Counter[str] = Counter()
+    bank_ids: set[str] = set()
 
     def on_start(self) -> None:
         self._next_start = time.monotonic()
@@ -124,7 +179,7 @@ class RankClient(FastHttpUser):
     def rank(self, scenario: str) -> None:
         """Send one request of ``scenario`` and judge the answer."""
         body = self.traffic.builder(scenario)()
-        expected = Expected.of(body, self.traffic.guidelines)
+        expected = Expected.of(body, self.traffic.guidelines, self.traffic.bank)
         with self.client.post("/rank", json=body, name=f"rank:{scenario}", catch_response=True) as response:
             status = response.status_code
             # A request that got no response has no content to read.
@@ -134,9 +189,18 @@ class RankClient(FastHttpUser):
                 problem = check_rank_body(content or b"", expected)
             if problem is None:
                 response.success()
+                if expected.bank is not None:
+                    self._count_bank_answer(content or b"")
             else:
                 self._log_problem(scenario, problem)
                 response.failure(problem.reason)
+
+    def _count_bank_answer(self, content: bytes) -> None:
+        ranked = [e["id"] for e in json.loads(content)["ranking"] if e["bank"] is not None]
+        self.bank_seen["answers"] += 1
+        self.bank_seen["answers with bank ids"] += bool(ranked)
+        self.bank_seen["bank responses ranked"] += len(ranked)
+        self.bank_ids.update(ranked)
 
     def _log_problem(self, scenario: str, problem: Problem) -> None:
         key = f"{scenario}: {problem.reason}"
@@ -178,7 +242,14 @@ def configure(options: argparse.Namespace, host: str | None = None) -> str:
         guidelines = Guidelines.from_service(host)
     else:
         raise ValueError("no --guidelines file and no --host to ask for them")
-    RankClient.traffic = Traffic(guidelines=guidelines, situated=situated, seed=options.seed)
+    bank: BankInfo | None = None
+    conversations: list[Conversation] = []
+    bank_line = ""
+    if weights["bank"]:
+        bank, conversations, bank_line = _bank(options, host)
+    RankClient.traffic = Traffic(
+        guidelines=guidelines, situated=situated, seed=options.seed, bank=bank, conversations=conversations
+    )
     # A scenario's share is its number of cards; the common divisor keeps the deck short.
     divisor = math.gcd(*weights.values())
     RankClient.scenario_deck = [name for name, weight in weights.items() for _ in range(weight // divisor)]
@@ -186,7 +257,39 @@ def configure(options: argparse.Namespace, host: str | None = None) -> str:
     RankClient.think_time_s = (options.wait_min_s, options.wait_max_s)
     total = sum(weights.values())
     mix = ", ".join(f"{name} {100 * w / total:.0f}%" for name, w in weights.items())
-    return f"traffic mix: {mix}; situated requests from {source} ({len(situated)} examples)"
+    return f"traffic mix: {mix}; situated requests from {source} ({len(situated)} examples){bank_line}"
+
+
+def _bank(options: argparse.Namespace, host: str | None) -> tuple[BankInfo, list[Conversation], str]:
+    """The served bank (its size from the service), its file when given, the contexts' conversations.
+
+    Raises:
+        ValueError: the service does not serve the bank or it is not ready, the bank file is not
+            the one served, or a conversations file cannot be read.
+    """
+    name = options.bank_name
+    if not host:
+        raise ValueError("the bank scenario asks the service for its bank: give --host (or --weight-bank 0)")
+    size = served_bank_size(host, name)
+    responses = None
+    if options.bank_file:
+        responses = read_bank_file(Path(options.bank_file))
+        if len(responses) != size:
+            raise ValueError(
+                f"--bank-file {options.bank_file} holds {len(responses)} responses and the bank {name!r} "
+                f"served at {host} {size}: not the file the service serves"
+            )
+    path = Path(options.topical_chat) if options.topical_chat else None
+    if path is None and DEFAULT_TOPICAL_CHAT.is_file():
+        path = DEFAULT_TOPICAL_CHAT
+    conversations = read_conversations(path) if path is not None else []
+    contexts = f"Topical-Chat ({path}, {len(conversations)} conversations)" if path else "built-in chats"
+    checked = "checked against its file" if responses is not None else "no --bank-file: bank ids unchecked"
+    return (
+        BankInfo(name, size, responses),
+        conversations,
+        f"; bank {name!r} ({size} responses, {checked}), contexts from {contexts}",
+    )
 
 
 @events.init.add_listener
@@ -204,10 +307,29 @@ def _slo_gate(environment: Environment, **_kwargs: Any) -> None:
     if isinstance(environment.runner, WorkerRunner):
         return  # the master judges the stats of all workers
     options = _options(environment)
-    slo = Slo(max_error_ratio=options.slo_max_error_ratio, max_p95_ms=options.slo_p95_ms)
+    slo = Slo(
+        max_error_ratio=options.slo_max_error_ratio,
+        max_p95_ms=options.slo_p95_ms,
+        scenario_p95_ms={f"rank:{name}": getattr(options, f"slo_p95_ms_{name}") for name in SCENARIOS},
+    )
     verdict = evaluate(environment.stats, slo, target_rps=options.target_rps)
     for line in verdict.summary:
         logger.info("SLO %s", line)
+    if RankClient.bank_seen["answers"]:
+        seen = RankClient.bank_seen
+        logger.info(
+            "bank: %d answers, %d with bank ids, %d bank responses ranked, %d distinct ids",
+            seen["answers"], seen["answers with bank ids"], seen["bank responses ranked"],
+            len(RankClient.bank_ids),
+        )  # fmt: skip
+    if options.slo_report:
+        report = {
+            **verdict.figures,
+            "bank": {**RankClient.bank_seen, "distinct ids": len(RankClient.bank_ids)},
+            "bank_ids_sample": sorted(RankClient.bank_ids)[:20],
+        }
+        Path(options.slo_report).parent.mkdir(parents=True, exist_ok=True)
+        Path(options.slo_report).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     if not verdict.passed:
         logger.error("SLO gate FAILED: %s", "; ".join(verdict.breaches))
         environment.process_exit_code = 1

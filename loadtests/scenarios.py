@@ -5,7 +5,9 @@
   its file is there, else from the built-in samples;
 - ``agent_assist``: a customer-service conversation with an intent and actions, some of which
   the guidelines do not allow for that intent, in hard, soft or off mask mode;
-- ``large_pool``: a socialbot turn with 100 candidates.
+- ``large_pool``: a socialbot turn with 100 candidates;
+- ``bank``: a Topical-Chat context (or a sample chat) ranked against a served response bank,
+  half the requests with a few candidates of their own (``bank.py`` makes the bank's file).
 
 Bodies vary (lengths, ids given or positional, ``top_k``, ``min_score``, ``select_statements``)
 so that every response check and every batching path gets exercised.
@@ -21,14 +23,23 @@ from pathlib import Path
 from typing import Any
 
 from loadtests import samples
-from loadtests.checks import Guidelines
+from loadtests.bank import Conversation
+from loadtests.checks import BankInfo, Guidelines
 
 logger = logging.getLogger(__name__)
 
-SCENARIOS = ("socialbot", "situated", "agent_assist", "large_pool")
+SCENARIOS = ("socialbot", "situated", "agent_assist", "large_pool", "bank")
 SOCIALBOT_GENERATORS = ("template", "retrieval", "neural", "llm")
 AGENT_GENERATORS = ("retrieval", "llm", "rule")
 LARGE_POOL_SIZE = 100
+#: A bank request's ``retrieve_k``, drawn evenly; None leaves it to the service (``banks.retrieve-k``,
+#: 50 by default). Each bank response ranked costs what an explicit candidate does (Topical-Chat
+#: replies and contexts are long: 50 of them took about as long as 60 of the large pool's).
+BANK_RETRIEVE_K: tuple[int | None, ...] = (None, 10, 20, 50)
+#: The share of bank requests that send candidates of their own too (1 to 3 of them).
+BANK_OWN_CANDIDATES = 0.5
+#: Context turns of a bank request, at most (Topical-Chat turns are long: about 20 words).
+BANK_CONTEXT_TURNS = 6
 
 Body = dict[str, Any]
 
@@ -67,10 +78,20 @@ class Traffic:
     """Builds the request bodies; one instance serves every simulated user of a process."""
 
     def __init__(
-        self, *, guidelines: Guidelines, situated: Sequence[SituatedExample], seed: int | None = None
+        self,
+        *,
+        guidelines: Guidelines,
+        situated: Sequence[SituatedExample],
+        seed: int | None = None,
+        bank: BankInfo | None = None,
+        conversations: Sequence[Conversation] = (),
     ) -> None:
         self.guidelines = guidelines
         self.situated_examples = list(situated)
+        #: The bank the ``bank`` scenario names, and the conversations its contexts come from
+        #: (none: the socialbot scenario's sample chats).
+        self.bank = bank
+        self.conversations = list(conversations)
         self.rng = random.Random(seed)
         self._intents = sorted(guidelines.allowed)
         self._actions = sorted(guidelines.actions)
@@ -83,6 +104,7 @@ class Traffic:
             "situated": self.situated,
             "agent_assist": self.agent_assist,
             "large_pool": self.large_pool,
+            "bank": self.bank_request,
         }[scenario]
 
     def socialbot(self) -> Body:
@@ -169,6 +191,44 @@ class Traffic:
         if rng.random() < 0.5:
             body["top_k"] = 10
         return body
+
+    def bank_request(self) -> Body:
+        """A context ranked against the bank; half the requests add 1 to 3 candidates of their own.
+
+        Raises:
+            RuntimeError: the suite was not told which bank the service serves.
+        """
+        if self.bank is None:
+            raise RuntimeError("the bank scenario needs a served bank (--bank-name)")
+        rng = self.rng
+        body: Body = {"context": self._bank_context(), "bank": self.bank.name}
+        if rng.random() < BANK_OWN_CANDIDATES:
+            topic = rng.choice(samples.TOPICS)
+            generators = rng.sample(SOCIALBOT_GENERATORS, k=rng.randint(1, 3))
+            body["candidates"] = [
+                {"id": f"own-{i}", "text": self._social_reply(topic, generator), "generator": generator}
+                for i, generator in enumerate(generators)
+            ]
+        k = rng.choice(BANK_RETRIEVE_K)
+        if k is not None:
+            body["retrieve_k"] = k
+        if rng.random() < 0.25:
+            body["top_k"] = 5
+        return body
+
+    def _bank_context(self) -> list[dict[str, str]]:
+        """2 to 6 turns of a Topical-Chat conversation before one of its turns (that turn's agent: bot)."""
+        rng = self.rng
+        if not self.conversations:
+            return self._chat(rng.choice(samples.TOPICS))
+        turns = rng.choice(self.conversations)
+        reply = rng.randrange(1, len(turns))  # the turn a bot would say next: in the bank too
+        responder = turns[reply][0]
+        start = max(0, reply - rng.randint(2, BANK_CONTEXT_TURNS))
+        return [
+            {"speaker": "bot" if agent == responder else "user", "text": text}
+            for agent, text in turns[start:reply]
+        ]
 
     def _chat(self, topic: samples.Topic) -> list[dict[str, str]]:
         rng = self.rng
