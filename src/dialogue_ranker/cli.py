@@ -36,6 +36,9 @@ COMMANDS: dict[str, Command] = {
     "card": Command("dialogue_ranker.export.card", "write a bundle's model card from its files"),
     "evaluate": Command("dialogue_ranker.training.evaluate_run", "evaluate a bundle (or a run) per domain"),
     "evaluate-sugar": Command("dialogue_ranker.evaluation.sugar_protocol", "SUGAR by the paper's protocol"),
+    "evaluate-bank": Command(
+        "dialogue_ranker.evaluation.bank_eval", "retrieval, ranker and fused scores on dev banks (--write)"
+    ),
     "compare": Command("dialogue_ranker.evaluation.compare_runs", "compare training runs' dev metrics"),
     "triton-repo": Command("dialogue_ranker.export.triton_repo", "write a Triton model repository"),
     "triton-local": Command("dialogue_ranker.export.triton_local", "run a local Triton (PyTriton) on CPU"),

@@ -27,8 +27,12 @@ class DevBank:
     answers: tuple[frozenset[int], ...]
 
 
-def dev_bank(lists: Sequence[RankingList]) -> DevBank:
-    """The bank of every appropriate reply of ``lists``, each list a query (lists with none are dropped)."""
+def dev_bank(lists: Sequence[RankingList], *, every_candidate: bool = False) -> DevBank:
+    """The bank of every appropriate reply of ``lists``, each list a query (lists with none are dropped).
+
+    ``every_candidate``: the bank holds the lists' wrong candidates too (DailyDialog++'s adversarial
+    replies, which reuse the context's words: the harder bank issue #43 measured).
+    """
     index: dict[str, int] = {}
     kept, answers = [], []
     for x in lists:
@@ -36,6 +40,8 @@ def dev_bank(lists: Sequence[RankingList]) -> DevBank:
         for c in x.candidates:
             if c.appropriate:
                 mine.add(index.setdefault(c.text.strip(), len(index)))
+            elif every_candidate:
+                index.setdefault(c.text.strip(), len(index))
         if mine:
             kept.append(x)
             answers.append(frozenset(mine))
@@ -64,3 +70,12 @@ def recall_metrics(
         out[f"r_at_{k}"] = round(float(np.mean([f is not None and f < k for f in first])), 4)
     out["mrr"] = round(float(np.mean([0.0 if f is None else 1.0 / (f + 1) for f in first])), 4)
     return out
+
+
+def tfidf_scores(bank: Sequence[str], queries: Sequence[str]) -> np.ndarray:
+    """TF-IDF cosines (queries x bank), the vocabulary and weights fitted on the bank's texts."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vectorizer = TfidfVectorizer().fit(bank)
+    scores = vectorizer.transform(queries) @ vectorizer.transform(bank).T
+    return np.asarray(scores.todense(), dtype=np.float32)

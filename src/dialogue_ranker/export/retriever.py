@@ -113,7 +113,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--fp32-min-cosine", type=float, default=0.9999, help="the fp32 graph's lowest cosine with PyTorch"
     )
-    parser.add_argument("--query-turns", type=int, default=1, help="the request's last turns a query uses")
+    parser.add_argument(
+        "--query-turns",
+        type=int,
+        help="the request's last turns a query uses (default: the training run's config.json beside SOURCE "
+        "says, as ranker train-retriever writes it; else 1)",
+    )
     return parser.parse_args(argv)
 
 
@@ -190,8 +195,26 @@ def _tokenizer_file(source: Source, path: Path) -> Path:
     return path
 
 
+def query_turns(args: argparse.Namespace) -> int:
+    """``--query-turns``, else the run's (``SOURCE/../config.json``: ``query.turns``), else 1.
+
+    A dual encoder trained on queries of the last two turns retrieves worse from one: the
+    retriever must be queried as it was trained.
+    """
+    if args.query_turns is not None:
+        return int(args.query_turns)
+    config = args.source.parent / "config.json" if args.source is not None else None
+    if config is not None and config.is_file():
+        turns = (json.loads(config.read_text()).get("query") or {}).get("turns")
+        if turns is not None:
+            print(f"query turns: {turns}, as the training run's {config} says")
+            return int(turns)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    turns = query_turns(args)
     directory = args.source or backbone_dir()
     name = args.name or ("all-MiniLM-L6-v2" if args.source is None else directory.resolve().name)
     source = load_source(directory, max_length=args.max_length)
@@ -216,7 +239,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "precision": chosen.replace("-", " "),
             "inputs": list(source.input_names),
             "output": OUTPUT,
-            "query": {"turns": args.query_turns},
+            "query": {"turns": turns},
             "parity": {"reference": "sentence-transformers encode" if source.sentence_transformers
                        else "PyTorch, the same pooling", "texts": len(SAMPLE_TEXTS), **figures},
             "exported_at": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),

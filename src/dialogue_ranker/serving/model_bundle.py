@@ -17,7 +17,9 @@ A bundle directory holds:
   which ``--backend auto`` checks each runtime against;
 - ``retriever/`` (optional): the retrieval encoder response banks are embedded with
   (``retriever.json``, its graph and tokenizer; written by ``ranker export-retriever``), a file
-  of its own so that the ranker's metadata and the retriever are exported independently.
+  of its own so that the ranker's metadata and the retriever are exported independently; its
+  ``fusion`` (written by ``ranker evaluate-bank --write``) says how a bank request's logits and
+  cosines make the final score (:mod:`dialogue_ranker.serving.fusion`).
 
 The export CLIs (``ranker export``, ``ranker export-retriever``) write bundles; this module only
 reads them.
@@ -32,6 +34,7 @@ from typing import Any
 
 from dialogue_ranker.serving.calibration import Calibrator
 from dialogue_ranker.serving.context_views import ONE_VIEW, ViewWeights
+from dialogue_ranker.serving.fusion import NO_FUSION, Fusion
 from dialogue_ranker.serving.list_encoding import ListEncoder
 from dialogue_ranker.serving.tokenization import AnyPairEncoder, PairEncoder, TemplatePairEncoder
 
@@ -101,6 +104,8 @@ class RetrieverSpec:
     query_turns: int = 1
     input_names: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
     output_name: str = "embedding"
+    #: How a bank request's logits and cosines make its final score (``fusion``; none: the logits).
+    fusion: Fusion = NO_FUSION
 
     @property
     def label(self) -> str:
@@ -139,6 +144,7 @@ def load_retriever(directory: str | Path) -> RetrieverSpec:
             query_turns=int((meta.get("query") or {}).get("turns", 1)),
             input_names=tuple(meta.get("inputs", RetrieverSpec.input_names)),
             output_name=str(meta.get("output", RetrieverSpec.output_name)),
+            fusion=_fusion(meta_path, meta.get("fusion")),
         )
     except (KeyError, TypeError, ValueError, IndexError) as e:
         if isinstance(e, BundleError):
@@ -297,6 +303,14 @@ def _view_weights(meta_path: Path, views: dict[str, Any] | None) -> ViewWeights:
         return ViewWeights.from_dict(views)
     except ValueError as e:
         raise BundleError(f"{meta_path}: views.{e}") from None
+
+
+def _fusion(meta_path: Path, entry: dict[str, Any] | None) -> Fusion:
+    """The retriever's ``fusion``, refused by name when malformed."""
+    try:
+        return Fusion.from_dict(entry)
+    except (KeyError, TypeError, ValueError) as e:
+        raise BundleError(f"{meta_path}: fusion: {e}") from None
 
 
 def _bundled_retriever(directory: Path) -> RetrieverSpec | None:

@@ -3,8 +3,10 @@
 Steps: a bank's nearest responses added to the candidates (when the request names a bank) ->
 guideline check -> admission (will it finish before its deadline?) -> statement
 selection (when the bundle has a selector) -> pair encoding (off the event loop) -> batching
-with other requests' pairs -> calibration -> masking -> abstention. It takes and returns plain
-dataclasses; the API layer maps them to its schemas, so this module knows nothing of HTTP.
+with other requests' pairs -> for a bank request, each logit fused with its retrieval cosine
+(:mod:`dialogue_ranker.serving.fusion`) -> calibration -> masking -> abstention. It takes and
+returns plain dataclasses; the API layer maps them to its schemas, so this module knows nothing
+of HTTP.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dialogue_ranker.serving.banks import BankSet
 from dialogue_ranker.serving.batching import Scorer
 from dialogue_ranker.serving.batching.admission import Backlog, admit
 from dialogue_ranker.serving.batching.backend_calls import Encoded
+from dialogue_ranker.serving.calibration import Calibrator
 from dialogue_ranker.serving.encoding import OffLoopEncoder
 from dialogue_ranker.serving.errors import BackendTimeout, UnknownBank
 from dialogue_ranker.serving.guidelines import Guidelines, MaskReason
@@ -89,6 +92,12 @@ class Ranker:
         self.name = name or bundle.name
         #: The service's response banks (shared by every served model), None when it serves none.
         self.banks = banks
+        fitted_on = None if banks is None else banks.fusion.ranker
+        if fitted_on is not None and fitted_on != bundle.model_id:
+            logger.warning(
+                "bank fusion fitted on another ranker model=%s fitted_on=%s: refit it with "
+                "`ranker evaluate-bank --model DIR --write`", bundle.model_id, fitted_on,
+            )  # fmt: skip
 
     async def rank(self, query: RankQuery, *, timeout_s: float | None = None) -> RankResult:
         """Score, mask and order the query's candidates.
@@ -159,6 +168,7 @@ class Ranker:
                     logits = context_views.combine(
                         np.asarray([k.logit for k in kept], dtype=np.float32), len(views), weights
                     )
+                    logits = self._fused(query, scored, logits)
         except TimeoutError:
             raise BackendTimeout(f"no scores within {timeout:g} s") from None
         finally:
@@ -173,14 +183,33 @@ class Ranker:
             return query
         if self.banks is None:
             raise UnknownBank(query.bank, [])
-        retrieved = await self.banks.retrieve(
-            query.bank, query.turns, k=query.retrieve_k, explicit=len(query.candidates)
+        # The request's own candidates need their cosine with the query only when it enters the score.
+        own = [c.text for c in query.candidates] if self.banks.fusion.cosine_weight > 0 else []
+        retrieved, own_cosines = await self.banks.retrieve(
+            query.bank, query.turns, k=query.retrieve_k, explicit=len(query.candidates), own=own
         )
         drawn = [
             Candidate(r.entry.id, r.entry.text, r.entry.generator, r.entry.action, query.bank, r.cosine)
             for r in retrieved
         ]
-        return replace(query, candidates=[*query.candidates, *drawn])
+        mine = list(query.candidates)
+        if own:
+            mine = [replace(c, retrieval_score=cos) for c, cos in zip(mine, own_cosines, strict=True)]
+        return replace(query, candidates=[*mine, *drawn])
+
+    def _fused(self, query: RankQuery, scored: list[int], logits: np.ndarray) -> np.ndarray:
+        """A bank request's logits fused with their candidates' cosines (any other request's as they are)."""
+        if query.bank is None or self.banks is None or self.banks.fusion.cosine_weight == 0:
+            return logits
+        cosines = [query.candidates[i].retrieval_score for i in scored]
+        return self.banks.fusion.fuse(logits, np.asarray(cosines, dtype=np.float32))
+
+    def _calibration(self, query: RankQuery) -> tuple[Calibrator, float]:
+        """The map and threshold a request's scores are read with: a bank fusion's own, else the bundle's."""
+        fusion = None if query.bank is None or self.banks is None else self.banks.fusion
+        if fusion is not None and fusion.calibration is not None and fusion.threshold is not None:
+            return fusion.calibration, fusion.threshold
+        return self.bundle.calibration, self.bundle.threshold
 
     def _cached(
         self, views: list[Sequence[Turn]], statements: Sequence[str], texts: list[str], query: RankQuery
@@ -268,7 +297,8 @@ class Ranker:
         statements_used: list[int],
         tokens: tuple[int, int] = (0, 0),
     ) -> RankResult:
-        probabilities = self.bundle.calibration(logits)
+        calibration, bundle_threshold = self._calibration(query)
+        probabilities = calibration(logits)
         ranking: list[RankedCandidate] = []
         for index, logit, probability in zip(scored, logits, probabilities, strict=True):
             candidate, reason = query.candidates[index], reasons[index]
@@ -294,7 +324,7 @@ class Ranker:
             for c, reason in zip(query.candidates, reasons, strict=True)
             if reason is not None and query.mask_mode is MaskMode.HARD
         ]
-        threshold = self.bundle.threshold if query.min_score is None else query.min_score
+        threshold = bundle_threshold if query.min_score is None else query.min_score
         abstain = not ranking or ranking[0].score < threshold
         self._observe(query, reasons, ranking, abstain)
         if query.top_k is not None:

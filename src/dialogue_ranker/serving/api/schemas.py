@@ -216,7 +216,8 @@ class RankedCandidateOut(BaseModel):
     score: float = Field(description="Calibrated P(appropriate) in [0, 1] (soft-masked: times the penalty).")
     logit: float = Field(
         description="The model's raw output, the calibration's input (with the model's last-turn view, a "
-        "multi-turn request's full-context and last-turn logits averaged)."
+        "multi-turn request's full-context and last-turn logits averaged; with a bank, fused with "
+        "retrieval_score as the retrieval encoder's fusion says)."
     )
     generator: str | None = None
     action: str | None = None
@@ -226,7 +227,9 @@ class RankedCandidateOut(BaseModel):
     mask_reason: MaskReason | None = None
     bank: str | None = Field(None, description="The bank it was drawn from; null for the request's own.")
     retrieval_score: float | None = Field(
-        None, description="A bank response's cosine with the request's retrieval query (null otherwise)."
+        None,
+        description="A bank response's cosine with the request's retrieval query; with a bank whose fusion "
+        "weighs it, the request's own candidates' too (null otherwise).",
     )
 
 

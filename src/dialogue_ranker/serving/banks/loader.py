@@ -31,6 +31,7 @@ from dialogue_ranker.serving.banks.encoder import EmbeddingStopped, TextEncoder,
 from dialogue_ranker.serving.banks.index import ExactIndex, QuantizedVectors
 from dialogue_ranker.serving.cpu import available_cpus, intra_op_threads
 from dialogue_ranker.serving.errors import NotReady, UnknownBank
+from dialogue_ranker.serving.fusion import Fusion
 from dialogue_ranker.serving.metrics import Metrics
 from dialogue_ranker.serving.settings import Settings
 from dialogue_ranker.serving.tokenization import Turn
@@ -178,13 +179,20 @@ class BankSet:
             raise NotReady(f"bank: {served.describe()}")
         return served
 
+    @property
+    def fusion(self) -> Fusion:
+        """How a bank request's logits and cosines make its final score (the encoder's ``fusion``)."""
+        return self.encoder.spec.fusion
+
     async def retrieve(
-        self, name: str, turns: Sequence[Turn], *, k: int | None, explicit: int
-    ) -> list[Retrieved]:
-        """The bank responses nearest the request's query, best first.
+        self, name: str, turns: Sequence[Turn], *, k: int | None, explicit: int, own: Sequence[str] = ()
+    ) -> tuple[list[Retrieved], list[float]]:
+        """The bank responses nearest the request's query, best first, and the cosines of ``own`` texts.
 
         ``k``: the request's ``retrieve_k``; None: ``banks.retrieve_k``, at most
-        ``limits.max_candidates`` less the request's ``explicit`` candidates.
+        ``limits.max_candidates`` less the request's ``explicit`` candidates. ``own``: the
+        request's own candidates' texts, embedded with the query encoder when the fusion needs
+        their cosine with the query (a few texts).
 
         Raises:
             UnknownBank, NotReady: as :meth:`get`.
@@ -193,24 +201,31 @@ class BankSet:
         served = self.get(name)
         if k is None:
             k = max(0, min(self.retrieve_k, self.max_candidates - explicit))
-        if k == 0:
-            return []
+        if k == 0 and not own:
+            return [], []
         query = retrieval_query(turns, last_turns=self.encoder.spec.query_turns)
         loop = asyncio.get_running_loop()
-        rows, cosines = await loop.run_in_executor(self.executor, self._search, served, query, k)
+        rows, cosines, own_cosines = await loop.run_in_executor(
+            self.executor, self._search, served, query, k, own
+        )
         entries = served.bank.entries
-        return [Retrieved(entries[row], float(cosine)) for row, cosine in zip(rows, cosines, strict=True)]
+        drawn = [Retrieved(entries[row], float(cosine)) for row, cosine in zip(rows, cosines, strict=True)]
+        return drawn, [float(c) for c in own_cosines]
 
-    def _search(self, served: ServedBank, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def _search(
+        self, served: ServedBank, query: str, k: int, own: Sequence[str]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         assert served.index is not None  # a ready bank has its index
         started = time.perf_counter()
         vector = self.encoder.embed([query])[0]
+        # Apart from the query: its vector stays what it is without them (no padding to their length).
+        own_cosines = self.encoder.embed(own) @ vector if own else np.empty(0, dtype=np.float32)
         embedded = time.perf_counter()
         rows, cosines = served.index.search(vector, k)
         name = served.bank.name
         self.metrics.retrieval_duration.labels(name, "embed").observe(embedded - started)
         self.metrics.retrieval_duration.labels(name, "search").observe(time.perf_counter() - embedded)
-        return rows, cosines
+        return rows, cosines, own_cosines
 
     async def _embed_all(self) -> None:
         """Each bank in turn on the embedding thread; a failed bank is logged, the others still load."""

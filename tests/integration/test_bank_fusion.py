@@ -1,0 +1,134 @@
+"""A bank request's final score with the real model: fused as retriever.json says, fitted by the command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from bank_helpers import require_retriever, wait_banks_ready, write_bank
+from helpers import serve_in_process
+
+from dialogue_ranker.data.ranking_data import Candidate, RankingList, write_lists
+from dialogue_ranker.evaluation import bank_eval
+from dialogue_ranker.serving.app import create_app
+from dialogue_ranker.serving.model_bundle import RETRIEVER_DIR, load_retriever
+from dialogue_ranker.serving.settings import Settings
+from dialogue_ranker.serving.tokenization import Turn
+
+pytestmark = pytest.mark.integration
+
+FUSION = {"method": "linear", "cosine_weight": 20.0, "cosine_centre": 0.4}
+#: Replies to several conversations: generic good ones, and one specific to the request below.
+CHAT_BANK = [
+    {"id": "generic-great", "text": "That sounds great!"},
+    {"id": "generic-thanks", "text": "Thank you so much, that is very kind of you."},
+    {"id": "tickets", "text": "I booked two tickets for the concert on Friday night."},
+    {"id": "concert-band", "text": "Which band is playing at the concert?"},
+    {"id": "weather", "text": "It will rain all weekend, take an umbrella."},
+    {"id": "dinner", "text": "Let's have pasta for dinner tonight."},
+    {"id": "exam", "text": "I studied all night for the chemistry exam."},
+]
+CONCERT = {
+    "context": [
+        {"speaker": "user", "text": "Guess what, I got us tickets for Friday!"},
+        {"speaker": "bot", "text": "Tickets for what?"},
+        {"speaker": "user", "text": "For the concert downtown, the one you wanted to see."},
+    ],
+    "bank": "chat",
+    "retrieve_k": 5,
+    "candidates": [{"id": "own", "text": "No way, I have wanted to see that band for years!"}],
+}
+
+
+def bundle_with(directory: Path, model_dir: Path, fusion: dict | None) -> Path:
+    """The real bundle's files (links), with a retriever/ whose retriever.json carries ``fusion``."""
+    shipped = require_retriever()
+    directory.mkdir()
+    for item in model_dir.iterdir():
+        if item.name != RETRIEVER_DIR:
+            (directory / item.name).symlink_to(item.resolve(), target_is_directory=item.is_dir())
+    retriever = directory / RETRIEVER_DIR
+    retriever.mkdir()
+    meta = json.loads((shipped / "retriever.json").read_text())
+    meta.pop("fusion", None)
+    for name in (meta["file"], meta["tokenizer"]):
+        (retriever / name).symlink_to((shipped / name).resolve())
+    if fusion is not None:
+        meta["fusion"] = fusion
+    (retriever / "retriever.json").write_text(json.dumps(meta))
+    return directory
+
+
+async def rank(client: httpx.AsyncClient, body: dict) -> dict:
+    response = await client.post("/rank", json=body)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def as_explicit(answer: dict) -> dict:
+    """The bank request's candidates sent explicitly, in its order: its own, then the nearest first."""
+    texts = {c["id"]: c["text"] for c in CHAT_BANK}
+    drawn = sorted((r for r in answer["ranking"] if r["bank"]), key=lambda r: -r["retrieval_score"])
+    candidates = [*CONCERT["candidates"], *({"id": r["id"], "text": texts[r["id"]]} for r in drawn)]
+    return {"context": CONCERT["context"], "candidates": candidates}
+
+
+async def test_a_bank_request_follows_the_fused_score_and_explicit_requests_are_unchanged(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    fused = bundle_with(tmp_path / "fused", model_dir, FUSION)
+    plain = bundle_with(tmp_path / "plain", model_dir, None)
+    bank = write_bank(tmp_path / "chat.jsonl", CHAT_BANK)
+    settings = Settings(backend="onnx", model=fused, bank=[f"chat={bank}"])
+    async with serve_in_process(create_app(settings)) as client:
+        await wait_banks_ready(client)
+        answer = await rank(client, CONCERT)
+        explicit = as_explicit(answer)
+        raw = {r["id"]: r["logit"] for r in (await rank(client, explicit))["ranking"]}
+        explicit_fused = (await client.post("/rank", json=explicit)).content
+    async with serve_in_process(create_app(Settings(backend="onnx", model=plain))) as client:
+        explicit_plain = (await client.post("/rank", json=explicit)).content
+    ranking = answer["ranking"]
+    assert len(ranking) == 6 and next(r for r in ranking if r["id"] == "own")["retrieval_score"] > 0
+    for r in ranking:  # the ranker's logit, plus 20 x the cosine above 0.4
+        assert r["logit"] == pytest.approx(raw[r["id"]] + 20.0 * (r["retrieval_score"] - 0.4), abs=2e-3)
+    fused_scores = [r["logit"] for r in ranking]
+    assert fused_scores == sorted(fused_scores, reverse=True)
+    # A request without a bank: the same bytes whether the service fuses bank requests or not.
+    assert explicit_fused == explicit_plain
+
+
+def test_evaluate_bank_fits_the_fusion_and_writes_it(model_dir: Path, tmp_path: Path) -> None:
+    topics = [
+        ("I just adopted a puppy!", "Congratulations! What breed is it?", "How old is he?"),
+        ("My flight got cancelled.", "Let me look for the next flight.", "Where were you going?"),
+        ("Can you recommend a book?", "Have you read Dune?", "Do you like science fiction?"),
+        ("It is so hot in here.", "Shall I open the window for you?", "I can bring the fan."),
+        ("I forgot my password.", "I can send you a reset link.", "Click 'Forgot password'."),
+        ("What's the weather tomorrow?", "Tomorrow will be sunny.", "It will rain in the afternoon."),
+    ]
+    lists = [
+        RankingList(
+            (Turn("user", context),),
+            (Candidate(good, 2), Candidate(other, 1), Candidate(topics[(i + 1) % len(topics)][1], 0)),
+            f"dialogue-{i}",
+        )
+        for i, (context, good, other) in enumerate(topics)
+    ]
+    data = tmp_path / "lists.jsonl"
+    write_lists(data, lists)
+    retriever = bundle_with(tmp_path / "bundle", model_dir, None) / RETRIEVER_DIR
+    argv = ["--model", str(model_dir), "--retriever", str(retriever), "--lists", f"tiny={data}",
+            "--split", "all", "--sample", "6", "--k", "10", "--cache-dir", str(tmp_path / "cache"),
+            "--calibration", "bank", "--write", "--out", str(tmp_path / "out.json")]  # fmt: skip
+    results = bank_eval.main(argv)
+    fusion = load_retriever(retriever).fusion
+    assert fusion.ranker is not None and fusion.ranker == results["model"]
+    assert fusion.cosine_weight in bank_eval.bank_fusion.WEIGHTS and fusion.calibration is not None
+    assert fusion.fitted["on"] == {"tiny": {"split": "all", "queries": 6}} and fusion.fitted["k"] == 10
+    summary = json.loads((tmp_path / "out.json").read_text())["summary"]["tiny"]
+    assert {"TF-IDF, last turn", "all-MiniLM-L6-v2: retrieval alone"} <= set(summary)
+    # A rerun reads the bank's vectors and the ranker's logits from the cache.
+    assert any((tmp_path / "cache").glob("logits-tiny-*.npz"))

@@ -1,0 +1,107 @@
+"""A bank request's scores are fused with the retrieval cosine; any other request is answered as before."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from bank_helpers import SUPPORT_BANK, require_retriever, wait_banks_ready, write_bank
+from helpers import serve_in_process, write_fake_bundle
+
+from dialogue_ranker.serving.app import create_app
+from dialogue_ranker.serving.backends.fake import FakeBackend
+from dialogue_ranker.serving.settings import Settings
+
+FUSION = {
+    "method": "linear",
+    "cosine_weight": 10.0,
+    "cosine_centre": 0.3,
+    "calibration": {"method": "platt", "a": 1.0, "b": 0.0},
+    "threshold": 0.6,
+    "ranker": "tiny-fake@1",
+}
+PASSWORD = {
+    "context": "I forgot my password and cannot log in.",
+    "bank": "support",
+    "retrieve_k": 4,
+    "candidates": [{"id": "own", "text": "Let me reset your password."}],
+}
+PLAIN = {"context": "I forgot my password.", "candidates": ["I can send a reset link.", "Pizza is great."]}
+
+
+def with_fused_retriever(directory: Path, fusion: dict | None) -> Path:
+    """The fake bundle with a retriever/ folder: the shipped graph and tokenizer, and ``fusion``."""
+    shipped = require_retriever()
+    bundle = write_fake_bundle(directory)
+    retriever = bundle / "retriever"
+    retriever.mkdir()
+    meta = json.loads((shipped / "retriever.json").read_text())
+    for name in (meta["file"], meta["tokenizer"]):
+        (retriever / name).symlink_to(shipped / name)
+    if fusion is not None:
+        meta["fusion"] = fusion
+    (retriever / "retriever.json").write_text(json.dumps(meta))
+    return bundle
+
+
+def app(bundle: Path, *banks: str, score: float = 0.5):
+    settings = Settings(backend="fake", model=bundle, bank=list(banks))
+    return create_app(settings, backend_factory=lambda s, spec: FakeBackend(score_fn=lambda ids: score))
+
+
+async def test_a_bank_request_ranks_by_the_fused_score_read_with_the_fusion_own_map(tmp_path: Path) -> None:
+    bundle = with_fused_retriever(tmp_path / "bundle", FUSION)
+    bank = write_bank(tmp_path / "support.jsonl", SUPPORT_BANK)
+    async with serve_in_process(app(bundle, f"support={bank}")) as client:
+        await wait_banks_ready(client)
+        answer = (await client.post("/rank", json=PASSWORD)).json()
+    ranking = answer["ranking"]
+    # Every logit is the fake ranker's 0.5: the fused score orders them by cosine alone.
+    for r in ranking:
+        assert r["logit"] == pytest.approx(0.5 + 10.0 * (r["retrieval_score"] - 0.3), abs=1e-4)
+        assert r["score"] == pytest.approx(1 / (1 + math.exp(-r["logit"])), abs=1e-6)
+    cosines = [r["retrieval_score"] for r in ranking]
+    assert cosines == sorted(cosines, reverse=True)
+    own = next(r for r in ranking if r["id"] == "own")
+    assert own["bank"] is None and 0.3 < own["retrieval_score"] <= 1.0  # embedded with the query encoder
+    assert ranking[0]["id"] in {"reset-link", "reset-steps", "own"}
+    assert answer["threshold"] == 0.6 and answer["abstain"] is (ranking[0]["score"] < 0.6)
+
+
+async def test_a_request_without_a_bank_is_answered_byte_for_byte_as_without_fusion(tmp_path: Path) -> None:
+    fused = with_fused_retriever(tmp_path / "fused", FUSION)
+    bank = write_bank(tmp_path / "support.jsonl", SUPPORT_BANK)
+    answers = []
+    for application in (app(fused, f"support={bank}"), app(write_fake_bundle(tmp_path / "plain"))):
+        async with serve_in_process(application) as client:
+            if application.state.settings.bank:
+                await wait_banks_ready(client)
+            answers.append((await client.post("/rank", json=PLAIN)).content)
+    assert answers[0] == answers[1]
+    assert json.loads(answers[0])["ranking"][0]["retrieval_score"] is None
+
+
+async def test_without_a_fusion_a_bank_request_keeps_the_ranker_logits_and_the_bundle_map(
+    tmp_path: Path,
+) -> None:
+    bundle = with_fused_retriever(tmp_path / "bundle", None)
+    bank = write_bank(tmp_path / "support.jsonl", SUPPORT_BANK)
+    async with serve_in_process(app(bundle, f"support={bank}")) as client:
+        await wait_banks_ready(client)
+        answer = (await client.post("/rank", json=PASSWORD)).json()
+    assert {r["logit"] for r in answer["ranking"]} == {0.5} and answer["threshold"] == 0.5
+    assert next(r for r in answer["ranking"] if r["id"] == "own")["retrieval_score"] is None
+
+
+async def test_a_fusion_fitted_on_another_ranker_is_used_and_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    bundle = with_fused_retriever(tmp_path / "bundle", {**FUSION, "ranker": "older@0.9"})
+    bank = write_bank(tmp_path / "support.jsonl", SUPPORT_BANK)
+    async with serve_in_process(app(bundle, f"support={bank}")) as client:
+        await wait_banks_ready(client)
+        answer = (await client.post("/rank", json=PASSWORD)).json()
+    assert answer["threshold"] == 0.6
+    assert "bank fusion fitted on another ranker model=tiny-fake@1 fitted_on=older@0.9" in caplog.text
