@@ -345,7 +345,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit(
             f"ranker evaluate-bank: --fit-on {sorted(set(fit_on) - set(data))} is not a --lists NAME"
         )
-    bundle = load_bundle(args.model).for_runtime("onnx")
+    bundle = load_bundle(args.model)  # scored by ONNX Runtime: the bundle's own map
     scorer = ListScorer(bundle, threads=args.threads or available_cpus())
     results: dict[str, Any] = {"model": bundle.model_id, "k": args.k, "fit_on": fit_on, "retrievers": {}}
     summary: dict[str, dict[str, dict[str, float]]] = {name: {} for name in data}
