@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> None:
         ]
         print(f"{t.runtime:<10} {t.precision:<9} {str(t.accepted).lower():<8} {' '.join(cells)}  {t.note}")
     print(f"\nauto would serve: {choice.backend} {choice.precision}\nwhy: {choice.reason}")
+    print(f"calibration in force: {bundle.for_runtime(choice.runtime).calibration_in_force}")
     backend.close()
 
 

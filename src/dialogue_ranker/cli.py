@@ -33,6 +33,9 @@ COMMANDS: dict[str, Command] = {
     ),
     "export-hf": Command("dialogue_ranker.export.hf", "export a Hugging Face cross-encoder to a bundle"),
     "samples": Command("dialogue_ranker.export.samples", "add sample sequences with fp32 logits to a bundle"),
+    "calibrate-runtimes": Command(
+        "dialogue_ranker.export.runtime_calibration", "fit a bundle's calibration map per runtime (OpenVINO)"
+    ),
     "card": Command("dialogue_ranker.export.card", "write a bundle's model card from its files"),
     "evaluate": Command("dialogue_ranker.training.evaluate_run", "evaluate a bundle (or a run) per domain"),
     "evaluate-sugar": Command("dialogue_ranker.evaluation.sugar_protocol", "SUGAR by the paper's protocol"),

@@ -203,8 +203,8 @@ async def test_metrics_count_requests_candidates_and_batches(fake_bundle: Path) 
     assert 'ranker_batch_pairs_sum{model="tiny-fake",role="ranker"} 3.0' in text
     info = (
         'ranker_model_info{backend="fake",backend_rates="",backend_reason="--backend fake",'
-        'backend_selection="forced",model="tiny-fake",name="tiny-fake",precision="-",selector="false",'
-        'version="1"}'
+        'backend_selection="forced",calibration="bundle",model="tiny-fake",name="tiny-fake",precision="-",'
+        'selector="false",version="1"}'
     )
     assert f"{info} 1.0" in text
 

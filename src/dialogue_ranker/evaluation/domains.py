@@ -50,6 +50,7 @@ from dialogue_ranker.evaluation.scoring import (
     runtime_label,
     score,
     score_lists,
+    scoring_runtime,
     session,
 )
 from dialogue_ranker.serving.list_encoding import ListEncoder
@@ -128,21 +129,21 @@ class ListScorer:
 
     def probabilities(self, lists: Sequence[RankingList]) -> list[np.ndarray]:
         """Calibrated P(appropriate) per candidate, per list."""
+        return [np.asarray(self.bundle.calibration(z)) for z in self.logits(lists)]
+
+    def logits(self, lists: Sequence[RankingList]) -> list[np.ndarray]:
+        """The ranker's logit per candidate (the views combined), per list."""
         if self.bundle.shared_prefix:  # every situation to the ranker, one sequence per call per view
             encoder = self.bundle.pair_encoder()
             assert isinstance(encoder, ListEncoder)
-            logits = score_lists(self.ranker, encoder, lists, views=self.bundle.views)
-            return [np.asarray(self.bundle.calibration(z)) for z in logits]
+            return score_lists(self.ranker, encoder, lists, views=self.bundle.views)
         statements = self.statements(lists)
         groups = [
             self.encoder.encode_request(x.context, s, [c.text for c in x.candidates])
             for x, s in zip(lists, statements, strict=True)
         ]
         encoder, ranker = self.encoder, self.ranker
-        logits = score_grouped(
-            lambda pairs: score(ranker, encoder, pairs, batch_size=self.batch_size), groups
-        )
-        return [np.asarray(self.bundle.calibration(z)) for z in logits]
+        return score_grouped(lambda pairs: score(ranker, encoder, pairs, batch_size=self.batch_size), groups)
 
 
 def situation_flips(x: RankingList, p: np.ndarray) -> tuple[float, int]:
@@ -318,9 +319,9 @@ def scorers(
         yield scorer, f"run {args.run}", scorer.threshold
         return
     for path in args.model:
-        bundle = load_bundle(path)
+        bundle = load_bundle(path).for_runtime(scoring_runtime(args))
         list_scorer = ListScorer(bundle, backend=args.backend, precision=args.precision)
-        yield list_scorer, runtime_label(bundle.model_id, args), bundle.threshold
+        yield list_scorer, runtime_label(bundle, args), bundle.threshold
 
 
 def side_by_side(scored: dict[str, dict[str, dict]]) -> str:

@@ -14,8 +14,9 @@ import onnxruntime as ort
 
 from dialogue_ranker.serving import context_views
 from dialogue_ranker.serving.backends.openvino import Precision, compile_graph, resolve_precision
-from dialogue_ranker.serving.calibration import Calibrator
+from dialogue_ranker.serving.calibration import Calibrator, runtime_key
 from dialogue_ranker.serving.list_encoding import EncodedList, ListEncoder
+from dialogue_ranker.serving.model_bundle import ModelBundle
 from dialogue_ranker.serving.tokenization import EncodedPair, PairEncoder
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
@@ -89,11 +90,27 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def runtime_label(model_id: str, args: argparse.Namespace) -> str:
-    """``model_id``, with the runtime when it is not ONNX Runtime: ``name@1.0 (openvino, bf16)``."""
+def scoring_runtime(args: argparse.Namespace) -> str:
+    """The runtime ``--backend`` and ``--precision`` score with, as ``calibration_by_runtime`` names it.
+
+    A bundle is scored with that runtime's own calibration map and threshold where it has them
+    (:meth:`~dialogue_ranker.serving.model_bundle.ModelBundle.for_runtime`), as the service does.
+    """
     if args.backend == "onnx":
-        return model_id
-    return f"{model_id} (openvino, {resolve_precision(args.precision)})"
+        return runtime_key("onnx", "")
+    return runtime_key("openvino", resolve_precision(args.precision))
+
+
+def runtime_label(bundle: ModelBundle, args: argparse.Namespace) -> str:
+    """The model's id, with the runtime when it is not ONNX Runtime and the map it is calibrated with.
+
+    ``name@1.0 (openvino, bf16; its own calibration)``, or ``...; the bundle's calibration)`` when
+    the bundle has no map of that runtime's.
+    """
+    if args.backend == "onnx":
+        return bundle.model_id
+    own = "its own" if bundle.calibration_runtime == scoring_runtime(args) else "the bundle's"
+    return f"{bundle.model_id} (openvino, {resolve_precision(args.precision)}; {own} calibration)"
 
 
 def run_batch(sess: ort.InferenceSession, encoder: PairEncoder, pairs: Sequence[EncodedPair]) -> np.ndarray:

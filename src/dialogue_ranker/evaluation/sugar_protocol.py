@@ -39,6 +39,7 @@ from dialogue_ranker.evaluation.scoring import (
     runtime_label,
     score,
     score_sequences,
+    scoring_runtime,
     session,
 )
 from dialogue_ranker.serving.model_bundle import ModelBundle, load_bundle
@@ -250,7 +251,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = p.parse_args(argv)
 
     examples = load_sugar(args.data)
-    bundle = load_bundle(args.model)
+    bundle = load_bundle(args.model).for_runtime(scoring_runtime(args))
     train = examples
     if not args.all:
         if args.split_file:
@@ -279,7 +280,7 @@ def main(argv: list[str] | None = None) -> dict:
         "tfidf": {},
         "examples": len(examples),
         "split": args.split,
-        "model_id": runtime_label(bundle.model_id, args),
+        "model_id": runtime_label(bundle, args),
     }
     started = time.time()
     vectorizer = fit_tfidf(train)

@@ -9,6 +9,13 @@ stored in the model's ``metadata.json`` under ``calibration``:
   fitted breakpoints (x increasing, y non-decreasing), flat beyond the ends.
 
 Both are monotonic non-decreasing in the logit, so calibrating never reorders a ranking.
+
+That map and the abstention ``threshold`` are fitted on ONNX Runtime's logits. Another runtime
+computes slightly different logits (OpenVINO in bf16: about 0.08 apart on average), so a bundle
+may carry a map and threshold per runtime under ``calibration_by_runtime`` (keyed by
+:func:`runtime_key`, written by ``ranker calibrate-runtimes``); the service and ``ranker evaluate``
+use the entry of the runtime that scores, and the bundle's own map where it has none
+(:meth:`~dialogue_ranker.serving.model_bundle.ModelBundle.for_runtime`).
 """
 
 from __future__ import annotations
@@ -75,3 +82,35 @@ class Calibrator:
         x = np.asarray(self.params["x"], dtype=np.float64)
         y = np.asarray(self.params["y"], dtype=np.float64)
         return np.interp(z, x, y)
+
+
+def runtime_key(backend: str, precision: str) -> str:
+    """How ``calibration_by_runtime`` names the runtime that computes a graph's logits.
+
+    ``onnx`` for ONNX Runtime (at the graph's own precision), ``openvino-bf16`` and
+    ``openvino-f32`` for OpenVINO (``--auto.runtimes`` spells them so), a backend's bare name when it
+    reports no precision (``triton``, ``fake``).
+    """
+    if backend == "onnx" or precision in ("", "-"):
+        return backend
+    return f"{backend}-{precision}"
+
+
+@dataclass(frozen=True)
+class RuntimeCalibration:
+    """A calibration map and abstention threshold fitted on one runtime's logits."""
+
+    calibration: Calibrator
+    threshold: float
+
+    @classmethod
+    def from_dict(cls, entry: Mapping[str, Any]) -> RuntimeCalibration:
+        """Build from one entry of ``calibration_by_runtime`` (``calibration`` and ``threshold``).
+
+        Raises:
+            ValueError: the map is malformed or the threshold is not in [0, 1].
+        """
+        threshold = float(entry["threshold"])
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"threshold {threshold} is not in [0, 1]")
+        return cls(Calibrator.from_dict(entry["calibration"]), threshold)

@@ -230,7 +230,8 @@ class Metrics:
         self.model_info = Info(
             f"{p}_model",
             "Each served model's bundle and backend: its precision, how it was chosen (auto or forced), "
-            "why, and the candidates per second each runtime scored at start.",
+            "why, the candidates per second each runtime scored at start, and the calibration map in "
+            "force (`bundle`, or the runtime whose own map the bundle carries).",
             ["model"],
             registry=r,
         )

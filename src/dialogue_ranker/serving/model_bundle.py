@@ -6,6 +6,9 @@ A bundle directory holds:
   names, ``calibration`` (see :mod:`dialogue_ranker.serving.calibration`), the abstention ``threshold`` (a
   calibrated probability), optionally a ``selector`` (statement-relevance model), and the
   training data, attribution and metrics for the model card;
+- ``calibration_by_runtime`` (optional): a ``calibration`` and ``threshold`` fitted on another
+  runtime's logits, per runtime (``openvino-bf16``...; written by ``ranker calibrate-runtimes``),
+  served instead of the bundle's own when that runtime scores (:meth:`ModelBundle.for_runtime`);
 - ``serving`` (optional): how the graphs must be run, e.g. ``{"sub_batch_pairs": 1}`` for a
   dynamically quantised graph, whose activation scales are computed over the whole input
   tensor, so that a pair's score never depends on what it was batched with;
@@ -27,12 +30,14 @@ reads them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dialogue_ranker.serving.calibration import Calibrator
+from dialogue_ranker.serving.calibration import Calibrator, RuntimeCalibration
 from dialogue_ranker.serving.context_views import ONE_VIEW, ViewWeights
 from dialogue_ranker.serving.fusion import NO_FUSION, Fusion
 from dialogue_ranker.serving.list_encoding import ListEncoder
@@ -168,6 +173,10 @@ class ModelBundle:
     threshold: float
     selector: SelectorSpec | None
     metadata: dict[str, Any]
+    #: Maps and thresholds fitted on other runtimes' logits (``calibration_by_runtime``), by runtime.
+    runtime_calibrations: Mapping[str, RuntimeCalibration] = field(default_factory=dict)
+    #: The runtime whose entry of ``runtime_calibrations`` is in force (None: the bundle's own map).
+    calibration_runtime: str | None = None
     #: Pairs per backend call the model needs for batch-invariant scores (None: any batch).
     serving_sub_batch_pairs: int | None = None
     #: The extra context views' weights (none: one view); calibration and threshold were fitted with them.
@@ -179,6 +188,27 @@ class ModelBundle:
     def model_id(self) -> str:
         """``name@version``, as reported in every response."""
         return f"{self.name}@{self.version}"
+
+    @property
+    def calibration_in_force(self) -> str:
+        """Which map scores are calibrated with: ``bundle`` (its own), or the runtime whose entry it is."""
+        return self.calibration_runtime or "bundle"
+
+    def for_runtime(self, runtime: str) -> ModelBundle:
+        """The bundle as ``runtime`` serves it: with that runtime's calibration and threshold, if it has them.
+
+        ``runtime``: :func:`~dialogue_ranker.serving.calibration.runtime_key` of the backend that
+        scores (``onnx``, ``openvino-bf16``...). A runtime without an entry in
+        ``calibration_by_runtime`` gets the bundle itself, with its own map (fitted on ONNX Runtime's
+        logits). The one place the calibration in force is chosen: the service (at start, once the
+        backend is chosen) and the evaluation both ask here.
+        """
+        own = self.runtime_calibrations.get(runtime)
+        if own is None:
+            return self
+        return dataclasses.replace(
+            self, calibration=own.calibration, threshold=own.threshold, calibration_runtime=runtime
+        )
 
     @property
     def shared_prefix(self) -> bool:
@@ -286,6 +316,7 @@ def load_bundle(directory: str | Path) -> ModelBundle:
             metadata=meta,
             serving_sub_batch_pairs=int(meta.get("serving", {}).get("sub_batch_pairs", 0)) or None,
             views=_view_weights(meta_path, meta.get("views")),
+            runtime_calibrations=_runtime_calibrations(meta_path, meta.get("calibration_by_runtime")),
             retriever=_bundled_retriever(directory),
         )
     except (KeyError, TypeError, ValueError) as e:
@@ -295,6 +326,17 @@ def load_bundle(directory: str | Path) -> ModelBundle:
     if not 0.0 <= bundle.threshold <= 1.0:
         raise BundleError(f"{meta_path}: threshold {bundle.threshold} is not in [0, 1]")
     return bundle
+
+
+def _runtime_calibrations(meta_path: Path, entries: dict[str, Any] | None) -> dict[str, RuntimeCalibration]:
+    """The bundle's ``calibration_by_runtime``, an entry refused by its runtime's name when malformed."""
+    out = {}
+    for runtime, entry in (entries or {}).items():
+        try:
+            out[runtime] = RuntimeCalibration.from_dict(entry)
+        except (KeyError, TypeError, ValueError) as e:
+            raise BundleError(f"{meta_path}: calibration_by_runtime.{runtime}: {e!r}") from None
+    return out
 
 
 def _view_weights(meta_path: Path, views: dict[str, Any] | None) -> ViewWeights:

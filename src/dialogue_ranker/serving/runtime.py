@@ -176,12 +176,13 @@ class Runtime:
                     {"name": bundle.name, "version": bundle.version, "backend": served.backend_name,
                      "selector": str(served.ranker.selector is not None).lower(),
                      "precision": choice.precision, "backend_selection": choice.mode,
-                     "backend_reason": choice.reason, "backend_rates": choice.rates()}
+                     "backend_reason": choice.reason, "backend_rates": choice.rates(),
+                     "calibration": served.bundle.calibration_in_force}
                 )  # fmt: skip
                 logger.info(
-                    "model ready name=%s model=%s backend=%s precision=%s selector=%s",
+                    "model ready name=%s model=%s backend=%s precision=%s calibration=%s selector=%s",
                     name, bundle.model_id, served.backend_name, choice.precision,
-                    served.ranker.selector is not None,
+                    served.bundle.calibration_in_force, served.ranker.selector is not None,
                 )  # fmt: skip
             aliases = _checked_aliases(settings.model_aliases(), models)
             if bank_set is not None:
@@ -235,6 +236,8 @@ class _ModelStarter:
         settings, bundle = self.settings, self.bundle
         ranker_encoder = bundle.pair_encoder()
         ranker_batcher = await self._component(bundle.ranker, "ranker", ranker_encoder)
+        # Scores are calibrated with the map fitted on the chosen runtime's logits, where there is one.
+        bundle = self.bundle = bundle.for_runtime(choice_of(self.backends[0]).runtime)
         selector = None
         selector_encoder = bundle.selector_encoder()
         if bundle.selector is not None and selector_encoder is not None:

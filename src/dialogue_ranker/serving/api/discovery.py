@@ -62,6 +62,11 @@ class ModelOut(BaseModel):
     max_length: int = Field(description="Most tokens in one (context + statements, candidate) pair.")
     calibration: dict[str, Any] = Field(description="How logits become scores (method and parameters).")
     threshold: float = Field(description="Default abstention threshold on the calibrated score.")
+    calibration_in_force: str = Field(
+        description="Which map `calibration` and `threshold` are: `bundle` (the bundle's own, fitted on ONNX "
+        "Runtime's logits), or the runtime whose own map the bundle carries and that scores here "
+        "(`openvino-bf16`...; see `ranker calibrate-runtimes`)."
+    )
     selector: bool = Field(description="Whether a statement selector filters situations first.")
     last_turn_weight: float = Field(
         description="A multi-turn request is also scored with its last turn alone, that logit averaged "
@@ -99,6 +104,7 @@ def _describe(served: ServedModel, *, default: bool, alias: str | None = None) -
         max_length=bundle.ranker.max_length,
         calibration=bundle.calibration.to_dict(),
         threshold=bundle.threshold,
+        calibration_in_force=bundle.calibration_in_force,
         selector=served.ranker.selector is not None,
         last_turn_weight=views.last_turn,
         prior_weight=views.prior,

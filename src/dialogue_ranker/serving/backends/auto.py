@@ -25,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 
 from dialogue_ranker.serving.backends.base import AnyBackend, Backend
-from dialogue_ranker.serving.calibration import Calibrator
+from dialogue_ranker.serving.calibration import Calibrator, runtime_key
 from dialogue_ranker.serving.errors import BackendError, BackendUnavailable
 from dialogue_ranker.serving.list_encoding import ListBatch
 from dialogue_ranker.serving.samples import SampleSet, agreement, load_samples
@@ -99,6 +99,11 @@ class BackendChoice:
     precision: str
     reason: str
     trials: tuple[Trial, ...] = field(default_factory=tuple)
+
+    @property
+    def runtime(self) -> str:
+        """The chosen runtime as ``calibration_by_runtime`` names it: ``onnx``, ``openvino-bf16``..."""
+        return runtime_key(self.backend, self.precision)
 
     def rates(self) -> str:
         """``runtime/precision=candidates per second`` of each timed candidate, space-separated."""
