@@ -148,9 +148,16 @@ def threshold_on(
 
 
 def every_stage_dev_lists(config: dict, dev: dict[str, list[RankingList]]) -> dict[str, list[RankingList]]:
-    """The dev lists of every stage's files (``dev``: the run's own, already read); earliest wins."""
+    """The dev lists of every stage's files (``dev``: the run's own, already read); earliest wins.
+
+    A stage started from a shipped bundle (``ranker train --init-bundle``) looks no further back:
+    the bundle's own stages read files of the machine it was built on, and their splits may differ
+    (2.9.0's stage splits SUGAR by request, 2.8.0's stages by example).
+    """
     lists: dict[str, list[RankingList]] = {}
     *earlier, _ = training_stages(config)
+    bundles = [i for i, stage in enumerate(earlier) if "bundle" in stage]
+    earlier = earlier[bundles[-1] + 1 :] if bundles else earlier
     for held_by_name in [*(run_dev_lists(stage) for stage in earlier), dev]:
         for name, held in held_by_name.items():
             lists.setdefault(name, held)
