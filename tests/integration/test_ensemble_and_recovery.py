@@ -130,3 +130,32 @@ def test_a_stage_on_top_of_the_shipped_model_starts_from_its_graph_s_weights(mod
         # The graph also quantizes activations (per token and block): close, not equal.
         assert int(np.argmax(ours)) == int(np.argmax(shipped)), (ours, shipped)
         assert np.abs(np.asarray(ours) - np.asarray(shipped)).max() < 0.3, (ours, shipped)
+
+
+def test_fp16_weights_keep_a_move_smaller_than_an_int8_step(tmp_path):
+    """A stage on top of an int8 graph moves weights by less than a step: fp16 keeps it, int8 does not."""
+    from dialogue_ranker.evaluation.scoring import score_sequences, session
+    from dialogue_ranker.export import quantize
+    from dialogue_ranker.export.graph_variants import export_fp32
+
+    encoder, requests = _encoder_and_requests()
+    before, after = _ranker(0), _ranker(0)
+    with torch.no_grad():  # the same small push on every matrix: a stage's worth (2.9.0: <= 8e-4)
+        for name, p in after.named_parameters():
+            if p.dim() == 2 and "embeddings" not in name:
+                p.add_(4e-4 * torch.sign(torch.randn_like(p)))
+
+    def graphs(model, stem):
+        fp32 = export_fp32(model, tmp_path / f"{stem}.onnx", encoder)
+        half = quantize.fp16_weights(fp32, tmp_path / f"{stem}-fp16.onnx")
+        blocks = quantize.blockwise_int8(fp32, tmp_path / f"{stem}-int8.onnx")
+        return [np.concatenate(score_sequences(session(g), encoder, requests)) for g in (fp32, half, blocks)]
+
+    (fp32_0, half_0, int8_0), (fp32_1, half_1, int8_1) = graphs(before, "before"), graphs(after, "after")
+    assert (tmp_path / "after-fp16.onnx").stat().st_size < 0.6 * (tmp_path / "after.onnx").stat().st_size
+    moved = np.abs(fp32_1 - fp32_0)
+    assert moved.max() > 0.05  # the push changes the scores
+    half_error = np.abs((half_1 - half_0) - (fp32_1 - fp32_0)).max()
+    int8_error = np.abs((int8_1 - int8_0) - (fp32_1 - fp32_0)).max()
+    assert half_error < 0.25 * moved.max() and half_error < int8_error, (half_error, int8_error, moved.max())
+    assert np.abs(half_1 - fp32_1).max() < 0.02 * np.abs(fp32_1).max()  # the int8 embeddings' share

@@ -21,6 +21,7 @@ PRECISION = {
     "int8_blockwise": "int8 (weights in blocks of 128, activations quantized per token and block; "
     "MatMulNBits, accuracy level 4)",
     "int8_static": "int8 (static QDQ, MatMul only)",
+    "fp16_weights": "fp16 matrix weights (cast to fp32 at load; computed in fp32), int8 embedding tables",
 }
 
 #: How the model card describes the token head (``dialogue_ranker.training.train --head``).

@@ -53,6 +53,8 @@ def build_variants(
         paths["int8_dynamic"] = quantize.dynamic_int8(paths["fp32"], build / "ranker.int8-dynamic.onnx")
     if "int8_blockwise" in variants:
         paths["int8_blockwise"] = quantize.blockwise_int8(paths["fp32"], build / "ranker.int8-blockwise.onnx")
+    if "fp16_weights" in variants:
+        paths["fp16_weights"] = quantize.fp16_weights(paths["fp32"], build / "ranker.fp16-weights.onnx")
     if "int8_static" in variants:
         calibration_feeds = [
             encoder.pad(r) for r in random.Random(1).sample(situated, min(48, len(situated)))
