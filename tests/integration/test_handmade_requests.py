@@ -286,7 +286,7 @@ def _situated_pair(name, request, situation, other_situation, fitting, careless,
 
 
 #: Same request, opposite situation: only the statements tell which reply fits. Written for model
-#: 2.9.0's situation-contrastive stage before it was trained (none from SUGAR).
+#: the situation-contrastive stage before it was trained (none from SUGAR; docs/research).
 SITUATED_PAIRS = [
     *_situated_pair(
         "dinner-shellfish",

@@ -152,7 +152,7 @@ def every_stage_dev_lists(config: dict, dev: dict[str, list[RankingList]]) -> di
 
     A stage started from a shipped bundle (``ranker train --init-bundle``) looks no further back:
     the bundle's own stages read files of the machine it was built on, and their splits may differ
-    (2.9.0's stage splits SUGAR by request, 2.8.0's stages by example).
+    (the situation stage splits SUGAR by request, 2.8.0's stages by example).
     """
     lists: dict[str, list[RankingList]] = {}
     *earlier, _ = training_stages(config)

@@ -92,8 +92,9 @@ def fp16_weights(model_path: str | Path, path: str | Path) -> Path:
     """Matrix weights stored in fp16 (cast to fp32 once, when a session loads), embedding gathers int8.
 
     For a model trained on from a shipped int8 graph: its weights start on that graph's grid, and
-    a short stage moves them by less than a step (2.9.0's situation stage: at most 8e-4), so an int8
-    graph of the result rounds most of them back and scores as the old model did (2.9.0 dev: the
+    a short stage moves them by less than a step (the situation stage of
+    ``docs/research/2026-11-26-situation-contrast.md``: at most 8e-4), so an int8
+    graph of the result rounds most of them back and scores as the old model did (its dev: the
     situation-flip accuracy 0.852 in fp32, 0.700 blockwise int8, 2.8.0's 0.719). fp16 keeps such
     moves (a step of 2^-11 relative). The ``Cast`` of each weight is folded when ONNX Runtime or
     OpenVINO loads the graph, so it computes as the fp32 graph does, at about half its size; the
