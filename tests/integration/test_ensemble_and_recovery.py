@@ -140,7 +140,7 @@ def test_fp16_weights_keep_a_move_smaller_than_an_int8_step(tmp_path):
 
     encoder, requests = _encoder_and_requests()
     before, after = _ranker(0), _ranker(0)
-    with torch.no_grad():  # the same small push on every matrix: a stage's worth (the situation stage: <= 8e-4)
+    with torch.no_grad():  # a small push on every matrix, a stage's worth (the situation stage: <= 8e-4)
         for name, p in after.named_parameters():
             if p.dim() == 2 and "embeddings" not in name:
                 p.add_(4e-4 * torch.sign(torch.randn_like(p)))
