@@ -76,15 +76,21 @@ def blockwise_int8(model_path: str | Path, path: str | Path, *, block_size: int 
     quantizer.process()
     blocked = path.with_suffix(".matmul-only.onnx")
     quantizer.model.save_model_to_file(str(blocked), False)
-    quantize_dynamic(
-        str(blocked),
-        str(path),
-        weight_type=QuantType.QInt8,
-        per_channel=True,
-        op_types_to_quantize=["Gather"],
-        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-    )
-    blocked.unlink()
+    return int8_gathers(blocked, path)
+
+
+def int8_gathers(model_path: Path, path: Path) -> Path:
+    """``model_path`` with its embedding tables int8 (one scale per table), as ``path``; input deleted."""
+    with _root_logging_kept():
+        quantize_dynamic(
+            str(model_path),
+            str(path),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            op_types_to_quantize=["Gather"],
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
+    model_path.unlink()
     return path
 
 
@@ -118,17 +124,7 @@ def fp16_weights(model_path: str | Path, path: str | Path) -> Path:
     graph.node.extend(nodes)
     halved = path.with_suffix(".fp16-only.onnx")
     onnx.save(model, str(halved))
-    with _root_logging_kept():
-        quantize_dynamic(
-            str(halved),
-            str(path),
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            op_types_to_quantize=["Gather"],
-            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-        )
-    halved.unlink()
-    return path
+    return int8_gathers(halved, path)
 
 
 def dynamic_int8(model_path: str | Path, path: str | Path, *, per_channel: bool = True) -> Path:
