@@ -160,9 +160,11 @@ def first_stage(args: argparse.Namespace) -> dict[str, Any] | None:
     if args.init is None and args.init_bundle is None:
         return None
     option = "--init" if args.init_bundle is None else "--init-bundle"
-    if args.backbone is not None or (args.init is not None and args.init_bundle is not None):
+    if args.init is not None and args.init_bundle is not None:
+        raise DataError("--init and --init-bundle exclude each other: a stage starts from one model")
+    if args.backbone is not None:
         raise DataError(
-            f"{option} excludes --backbone and the other --init: a second stage keeps its first's backbone"
+            f"{option} and --backbone exclude each other: a second stage keeps its first's backbone"
         )
     run = Path(args.init or args.init_bundle)
     config = finished_run_config(run, "--init") if args.init else bundle_run_config(run)
