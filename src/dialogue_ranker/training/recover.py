@@ -134,6 +134,13 @@ def graph_weights(path: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return weights
 
 
+def require_every_weight(graph: dict, own: dict, where: str) -> None:
+    """Exit naming a trained weight of ``own`` that ``graph`` lacks (a graph of another architecture)."""
+    missing = sorted(set(own) - set(graph))
+    if missing:
+        raise SystemExit(f"{where} lacks {len(missing)} trained weights, e.g. {missing[0]}")
+
+
 def recover_member(
     graph: dict[str, tuple[np.ndarray, np.ndarray]], other: SharedPrefixRanker, share: float
 ) -> tuple[SharedPrefixRanker, dict[str, float]]:
@@ -142,9 +149,7 @@ def recover_member(
     ``share``: the other member's weight in the soup.
     """
     own = dict(other.named_parameters())
-    missing = sorted(set(own) - set(graph))
-    if missing:
-        raise SystemExit(f"the graph lacks {len(missing)} trained weights, e.g. {missing[0]}")
+    require_every_weight(graph, own, "the graph")
     member: dict[str, torch.Tensor] = {}
     moved, total = 0, 0
     for name in own:
@@ -172,9 +177,7 @@ def dequantized_ranker(bundle: Path, *, head: str) -> tuple[SharedPrefixRanker, 
     cells = graph_weights(bundle / metadata["ranker"]["file"])
     model = SharedPrefixRanker.load(backbone_dir(), head=head)
     own = dict(model.named_parameters())
-    missing = sorted(set(own) - set(cells))
-    if missing:
-        raise SystemExit(f"{bundle}: the graph lacks {len(missing)} trained weights, e.g. {missing[0]}")
+    require_every_weight(cells, own, f"{bundle}: the graph")
     middles = {
         name: torch.from_numpy(np.asarray((cells[name][0] + cells[name][1]) / 2, np.float32).reshape(p.shape))
         for name, p in own.items()

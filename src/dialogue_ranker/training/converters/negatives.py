@@ -15,6 +15,7 @@ import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
 from dialogue_ranker.data.ranking_data import Candidate
+from dialogue_ranker.evaluation.retrieval import top_k
 
 #: A ``shared-word`` negative is a sentence of this many words (fewer is often a generic reply that
 #: fits anything; more is a second topic).
@@ -61,9 +62,7 @@ def overlap_neighbours(
         rows = slice(start, start + 512)
         scores = (query_matrix[rows] @ doc_matrix.T).toarray()
         scores[query_group[rows, None] == doc_group[None, :]] = -1.0
-        top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        order = np.argsort(-np.take_along_axis(scores, top, axis=1), axis=1, kind="stable")
-        out[rows] = np.take_along_axis(top, order, axis=1)
+        out[rows] = top_k(scores, k)
     return out
 
 
