@@ -187,9 +187,11 @@ def test_the_bank_scenario_gets_answers_ranked_with_the_bank_ids(served: Served,
     assert int(row["Request Count"]) > 0 and int(row["Failure Count"]) == 0, row
     figures = json.loads(report.read_text(encoding="utf-8"))
     # Every 200 was checked against the bank's file (its ids, echoes and repeat masks) and ranked
-    # bank responses: the counts come from the answers themselves.
+    # bank responses: the counts come from the answers themselves. The report's request count is
+    # read at the same moment as the bank counters; the CSV's is written at another moment and
+    # can miss the last request of the run.
     answers = figures["bank"]["answers"]
-    assert answers == int(row["Request Count"]), figures["bank"]
+    assert answers == figures["scenarios"]["rank:bank"]["requests"], figures
     assert figures["bank"]["answers with bank ids"] == answers
     assert figures["bank"]["bank responses ranked"] >= answers
     assert set(figures["bank_ids_sample"]) <= set(read_bank_file(served.bank_file)), figures[
