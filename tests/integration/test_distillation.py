@@ -60,6 +60,66 @@ def test_the_distillation_loss_is_flat_where_the_student_says_what_the_teachers_
     assert off.grad[0, 0] > 0 and off.grad[1, 1] < 0
 
 
+def test_only_the_lists_taught_count_toward_the_distillation_loss():
+    from dialogue_ranker.training.distill import distillation_loss
+
+    teacher = torch.tensor([[2.0, -1.0, 0.5], [0.3, 1.2, -2.0]])
+    present = torch.ones(2, 3, dtype=torch.bool)
+    student = torch.zeros(2, 3, requires_grad=True)
+    taught = torch.tensor([False, True])
+    distillation_loss(student, teacher, present, taught).backward()
+    # The untaught list gets no pull; the taught one gets what it gets alone.
+    assert student.grad[0].abs().max() == 0 and student.grad[1].abs().max() > 0
+    alone = torch.zeros(1, 3, requires_grad=True)
+    distillation_loss(alone, teacher[1:], present[1:]).backward()
+    torch.testing.assert_close(student.grad[1], alone.grad[0])
+    # A batch with no taught list adds nothing, yet keeps the graph (the labels still train).
+    none = distillation_loss(student, teacher, present, torch.tensor([False, False]))
+    assert float(none) == 0.0 and none.requires_grad
+
+
+def test_a_list_s_last_turn_row_is_taught_with_its_list(run, sugar):
+    import dataclasses
+    import random
+
+    from dialogue_ranker.data.ranking_data import Turn
+    from dialogue_ranker.training import train
+    from dialogue_ranker.training.list_loss import ViewLogits
+    from dialogue_ranker.training.shared_prefix import load_run_for_scoring
+    from dialogue_ranker.training.train_lists import load_splits
+
+    args = train.parse_args(["--data", str(sugar), "--out", "x", *SMALL])
+    lists = load_splits(args)[0]["sugar"][:4]
+    # SUGAR's requests are one turn: give two of them an earlier turn, so they get a last-turn row.
+    earlier = Turn("user", "Hi there, I need a hand with something.")
+    for i in (1, 2):
+        lists[i] = dataclasses.replace(lists[i], context=(earlier, *lists[i].context))
+    _, encoder = load_run_for_scoring(run)
+    views = ViewLogits(encoder, lists, args, random.Random(0), last_turn=True)
+    assert views.multi == [1, 2]
+    flags = [True, False, True, False]
+    assert views.per_row(flags).tolist() == flags + [False, True]
+
+
+def test_a_shipped_bundle_teaches_and_a_distill_on_name_must_be_a_data_file(sugar, model_dir, tmp_path):
+    from dialogue_ranker.training import train
+    from dialogue_ranker.training.distill import Ensemble, parse_teacher
+
+    encoding = json.loads((model_dir / "metadata.json").read_text())["encoding"]
+    budgets = ("max_prefix_tokens", "max_candidate_tokens")
+    student = {"kind": "shared-prefix", **{k: encoding[k] for k in budgets}}
+    ensemble = Ensemble([parse_teacher(f"{model_dir}:1")], student, torch.device("cpu"))
+    assert ensemble.configs[0]["run"] == str(model_dir)
+    assert ensemble.configs[0]["config"]["encoding"] == student
+    with pytest.raises(DataError, match="--teacher .*encoded as"):
+        Ensemble([parse_teacher(f"{model_dir}:1")], {**student, "max_prefix_tokens": 96}, torch.device("cpu"))
+    base = ["--data", str(sugar), "--out", str(tmp_path / "r"), "--max-steps", "1", *SMALL]
+    with pytest.raises(DataError, match="--distill-on topical-chat: no --data file has that name"):
+        train.main([*base, "--teacher", f"{model_dir}:1", "--distill-on", "topical-chat"])
+    with pytest.raises(DataError, match="--distill-on chooses where --teacher distils"):
+        train.main([*base, "--distill-on", "sugar"])
+
+
 def test_the_ensemble_target_is_the_teachers_logits_weighted_on_the_same_sequences(run, sugar, tmp_path):
     from dialogue_ranker.training import train
     from dialogue_ranker.training.distill import Ensemble, parse_teacher

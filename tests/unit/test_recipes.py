@@ -181,7 +181,12 @@ def test_references_must_name_earlier_stages_of_the_right_kind():
     assert "stage 'e' is a export, not a train or soup" in bad(
         export + '\n[[stages]]\nname = "f"\nkind = "train"\ndata = ["a.jsonl"]\ninit = "e"\n'
     )
-    assert "distill_weight needs teachers" in bad(TINY.replace("lr = 2e-5", "distill_weight = 0.5"))
+    assert "distill_on need teachers" in bad(TINY.replace("lr = 2e-5", "distill_weight = 0.5"))
+    assert "need teachers or teacher_bundles" in bad(TINY.replace("lr = 2e-5", 'distill_on = ["a.jsonl"]'))
+    assert "distill_on: 'b.jsonl' is not one of this stage's data entries" in bad(
+        TINY.replace("lr = 2e-5", 'teacher_bundles = ["models/x:1"]\ndistill_on = ["b.jsonl"]')
+    )
+    assert "a teacher is 'NAME:WEIGHT'" in bad(TINY.replace("lr = 2e-5", 'teacher_bundles = ["models/x"]'))
     assert "init and init_bundle exclude each other" in bad(
         TINY.replace('init = "one"', 'init = "one"\ninit_bundle = "models/x"')
     )
@@ -307,3 +312,14 @@ def test_dry_run_prints_the_commands_and_runs_nothing(tmp_path):
         in text
     )
     assert not plan.out.exists()
+
+
+def test_a_shipped_model_teaches_on_the_data_entries_named(tmp_path):
+    taught = 'teacher_bundles = ["models/m:1"]\ndistill_on = ["a.jsonl"]\ndistill_weight = 0.5'
+    text = TINY.replace("lr = 2e-5", f"lr = 2e-5\n{taught}")
+    text = text.replace('data = ["a.jsonl"]', 'data = ["a.jsonl", "mine/lists.jsonl"]')
+    argv = argv_of(Plan(fake_repo(tmp_path, text)), "two")
+    # The bundle is passed as it is written; the entry is named as ranker train names its file.
+    assert argv[argv.index("--teacher") + 1] == "models/m:1"
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--distill-on"] == ["a"]
+    assert argv[argv.index("--distill-weight") + 1] == "0.5"

@@ -127,6 +127,10 @@ class Plan:
         for teacher in stage.teachers:
             name, weight = _weighted(teacher)
             argv += ["--teacher", f"{self.stage_dir(name)}:{weight:g}"]
+        for teacher in stage.teacher_bundles:
+            argv += ["--teacher", teacher]
+        for name in stage.distill_on:
+            argv += ["--distill-on", Path(self.data_file(name)).stem]
         flags = ["distill_weight", "batch_lists", "lr", "seed", "max_steps", "precision", "dev_lists"]
         return argv + _flags(stage, flags) + ["--out", self.stage_dir(stage.name)]
 

@@ -127,7 +127,12 @@ class TrainStage(_Stage):
     precision: Literal["fp32", "bf16", "auto"] | None = None
     #: Distillation: finished run stages ``"STAGE:WEIGHT"`` whose output ensemble the run learns.
     teachers: list[str] = []
+    #: Model directories ``"DIR:WEIGHT"`` as teachers too (a shipped model kept where a stage on
+    #: top of it should not move it).
+    teacher_bundles: list[str] = []
     distill_weight: float | None = Field(default=None, ge=0, le=1)
+    #: The ``data`` entries (names as written there) whose lists are distilled; default all.
+    distill_on: list[str] = []
 
     @field_validator("data")
     @classmethod
@@ -140,19 +145,24 @@ class TrainStage(_Stage):
                 raise ValueError(f"{entry!r}: the weight must be positive")
         return entries
 
-    @field_validator("teachers")
+    @field_validator("teachers", "teacher_bundles")
     @classmethod
     def _teacher_weights(cls, entries: list[str]) -> list[str]:
         for entry in entries:
             _, weight = _weighted(entry)
             if weight is None or weight <= 0:
-                raise ValueError(f"{entry!r}: a teacher is 'STAGE:WEIGHT' with a positive weight")
+                raise ValueError(f"{entry!r}: a teacher is 'NAME:WEIGHT' with a positive weight")
         return entries
 
     @model_validator(mode="after")
     def _distill(self) -> TrainStage:
-        if self.distill_weight is not None and not self.teachers:
-            raise ValueError("distill_weight needs teachers")
+        taught = self.teachers or self.teacher_bundles
+        if (self.distill_weight is not None or self.distill_on) and not taught:
+            raise ValueError("distill_weight and distill_on need teachers or teacher_bundles")
+        named = {_weighted(entry)[0] for entry in self.data}
+        for name in self.distill_on:
+            if name not in named:
+                raise ValueError(f"distill_on: {name!r} is not one of this stage's data entries")
         if self.init and self.init_bundle:
             raise ValueError("init and init_bundle exclude each other")
         return self

@@ -20,6 +20,7 @@ order. ``dialogue_ranker.training.train`` adds ``(1 - w) x`` its label loss to `
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,29 @@ def parse_teacher(text: str) -> Teacher:
     return Teacher(Path(path), value)
 
 
+def load_teacher(path: Path) -> tuple[dict, torch.nn.Module]:
+    """A finished run, or a shipped bundle (a directory with ``metadata.json``) read back.
+
+    A bundle's graph is dequantized (:func:`training.recover.dequantized_ranker`), so a stage
+    on top of a shipped model can keep that model as its teacher where the stage's own lists
+    say nothing new. Its config holds the encoding the bundle's metadata records.
+    """
+    if (path / "metadata.json").is_file():
+        from dialogue_ranker.training.recover import dequantized_ranker
+
+        metadata = json.loads((path / "metadata.json").read_text())
+        encoding = metadata.get("encoding", {})
+        if encoding.get("kind") != "shared-prefix":
+            raise DataError(f"--teacher {path}: not a shared-prefix ranker bundle")
+        head = metadata.get("training_config", {}).get("head", "cosine")
+        model, _ = dequantized_ranker(path, head=head)
+        keys = ("max_prefix_tokens", "max_candidate_tokens")
+        return {"encoding": {"kind": "shared-prefix", **{k: encoding[k] for k in keys}}}, model
+    config = finished_run_config(path, "--teacher")
+    model, _ = load_run_for_scoring(path)
+    return config, model
+
+
 class Ensemble:
     """Frozen teacher runs whose weighted candidate logits are the targets."""
 
@@ -58,13 +82,12 @@ class Ensemble:
         self.members: list[tuple[torch.nn.Module, float]] = []
         self.configs: list[dict] = []
         for t in teachers:
-            config = finished_run_config(t.run, "--teacher")
+            config, model = load_teacher(t.run)
             if config.get("layout", "shared-prefix") != "shared-prefix" or config["encoding"] != encoding:
                 raise DataError(
                     f"--teacher {t.run}: encoded as {config['encoding']}, the student as {encoding}; "
                     "a teacher must read the student's sequences"
                 )
-            model, _ = load_run_for_scoring(t.run)
             for p in model.parameters():
                 p.requires_grad_(False)
             self.members.append((model.to(device).eval(), t.weight / total))
@@ -76,11 +99,18 @@ class Ensemble:
         return sum(w * candidate_logits(m).float() for m, w in self.members)  # type: ignore[return-value]
 
 
-def distillation_loss(student: torch.Tensor, teacher: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
+def distillation_loss(
+    student: torch.Tensor, teacher: torch.Tensor, present: torch.Tensor, taught: torch.Tensor | None = None
+) -> torch.Tensor:
     """Listwise cross-entropy toward the teachers' softmax plus BCE toward their sigmoid.
 
-    ``student``, ``teacher``: (lists, widest list) logits; ``present``: which entries are candidates.
+    ``student``, ``teacher``: (lists, widest list) logits; ``present``: which entries are candidates;
+    ``taught``: which lists are distilled (``--distill-on``; default all). None taught: zero.
     """
+    if taught is not None:
+        if not bool(taught.any()):
+            return student.sum() * 0.0  # keeps the graph: the step still backpropagates its labels
+        student, teacher, present = student[taught], teacher[taught], present[taught]
     blocked = torch.finfo(student.dtype).min
     target = torch.softmax(teacher.masked_fill(~present, blocked), dim=-1)
     log_p = torch.log_softmax(student.masked_fill(~present, blocked), dim=-1)

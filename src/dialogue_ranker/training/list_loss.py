@@ -75,6 +75,10 @@ class ViewLogits:
         last = [encode(encoder, dataclasses.replace(batch[r], context=views[r][-1]), rng) for r in self.multi]
         self.batch = ListBatch(encoder, sequences + last)
 
+    def per_row(self, flags: list[bool]) -> torch.Tensor:
+        """A flag per list as a flag per row of :attr:`batch` (a list's last-turn row shares its flag)."""
+        return torch.tensor(flags + [flags[r] for r in self.multi], dtype=torch.bool)
+
     def served(self, logits: torch.Tensor, last_turn_weight: float) -> torch.Tensor:
         """Each list's logits as the service combines its views (``logits``: one row per view)."""
         full = logits[: self.size]
@@ -121,5 +125,9 @@ def loss_of(
         return labels
     target = teachers.logits(views.batch.logits)
     present = views.batch.present().to(logits.device)
-    distilled = distillation_loss(logits, target, present)
+    taught = None
+    if args.distill_on:
+        files = {str(s.path) for s in args.data if s.name in args.distill_on}
+        taught = views.per_row([x.origin.rpartition(":")[0] in files for x in batch]).to(logits.device)
+    distilled = distillation_loss(logits, target, present, taught)
     return (1 - args.distill_weight) * labels + args.distill_weight * distilled

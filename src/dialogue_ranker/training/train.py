@@ -104,6 +104,11 @@ def load_start(
 
 def load_teachers(args: argparse.Namespace, *, pair: bool) -> Ensemble | None:
     """``--teacher``'s runs as one output ensemble (None without ``--teacher``)."""
+    unknown = sorted(set(args.distill_on) - {s.name for s in args.data})
+    if args.distill_on and not args.teacher:
+        raise DataError("--distill-on chooses where --teacher distils: give a --teacher")
+    if unknown:
+        raise DataError(f"--distill-on {unknown[0]}: no --data file has that name")
     if not args.teacher:
         return None
     if pair:

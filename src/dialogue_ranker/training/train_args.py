@@ -113,14 +113,24 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         type=parse_teacher,
         action="append",
         default=[],
-        help="RUN:WEIGHT (repeatable): finished runs whose weighted logits (an output ensemble) the "
-        "ranker learns beside the labels, per view (training/distill.py)",
+        help="RUN:WEIGHT (repeatable): finished runs, or shipped model directories (read back from "
+        "their graph), whose weighted logits (an output ensemble) the ranker learns beside the "
+        "labels, per view (training/distill.py)",
     )
     p.add_argument(
         "--distill-weight",
         type=float,
         default=0.5,
         help="with --teacher: the loss is (1 - w) x the label loss + w x the distillation loss",
+    )
+    p.add_argument(
+        "--distill-on",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --teacher: distil on the lists of these --data files only (their names, as the run "
+        "records them; repeatable; default: every file). A stage that teaches what the teacher gets "
+        "wrong leaves its own lists to the labels and keeps the teacher on the rest",
     )
     p.add_argument(
         "--max-seconds",
