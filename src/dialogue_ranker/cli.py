@@ -25,6 +25,9 @@ COMMANDS: dict[str, Command] = {
     "serve": Command("dialogue_ranker.serving.__main__", "serve models over HTTP (the service)"),
     "convert": Command("dialogue_ranker.training.convert", "turn a public dataset into ranking lists"),
     "train": Command("dialogue_ranker.training.train", "train a shared-prefix ranker on ranking lists"),
+    "train-retriever": Command(
+        "dialogue_ranker.training.dual_encoder", "train the banks' retrieval encoder (a dual encoder)"
+    ),
     "interpolate": Command("dialogue_ranker.training.interpolate", "average runs' weights (a soup)"),
     "recipe": Command("dialogue_ranker.recipes.cli", "run a training recipe (TOML), stage by stage"),
     "export": Command("dialogue_ranker.export.__main__", "export a run to a served bundle (ONNX)"),

@@ -66,6 +66,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-response-tokens", type=int, default=64)
     p.add_argument("--precision", choices=["fp32", "bf16", "auto"], default="auto")
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        default=None,
+        help="stop training after this many seconds and write the encoder as it is (the schedule "
+        "still spans --max-steps); the run records the steps it took",
+    )
     return p.parse_args(argv)
 
 
@@ -155,7 +162,11 @@ def main(argv: list[str] | None = None) -> dict:
     steps = min(args.max_steps, len(pairs) // args.batch_pairs)
     optimizer, schedule = make_optimizer(encoder, lr=args.lr, total_steps=steps)
     encoder.train()
+    taken = 0
     for step in range(steps):
+        if args.max_seconds is not None and time.time() - started > args.max_seconds:
+            print(f"--max-seconds {args.max_seconds:g}: stopped after step {step} of {steps}", flush=True)
+            break
         batch = pairs[step * args.batch_pairs : (step + 1) * args.batch_pairs]
         replies = [reply for _, reply, _ in batch]
         for _, _, wrong in batch:
@@ -173,6 +184,7 @@ def main(argv: list[str] | None = None) -> dict:
         optimizer.step()
         schedule.step()
         optimizer.zero_grad()
+        taken = step + 1
         if step % 50 == 0 or step == steps - 1:
             print(
                 f"step {step + 1}/{steps} loss {loss.item():.3f} ({time.time() - started:.0f} s)", flush=True
@@ -199,7 +211,8 @@ def main(argv: list[str] | None = None) -> dict:
         "query": {"turns": args.query_turns},
         "pooling": "mean",
         "training_precision": precision,
-        "steps": steps,
+        "steps": taken,
+        "planned_steps": steps,
         "train_pairs": len(pairs),
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))

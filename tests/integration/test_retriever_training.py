@@ -1,0 +1,56 @@
+"""The banks' retrieval encoder trained as a dual encoder (``ranker train-retriever``) on SUGAR lists."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.integration
+pytest.importorskip("torch", reason="training extras (torch) are not installed")
+
+SMALL = ["--batch-pairs", "4", "--dev-queries", "12", "--max-query-tokens", "48",
+         "--max-response-tokens", "32"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def sugar(tmp_path_factory, shared_data):
+    from dialogue_ranker.training import convert
+
+    path = tmp_path_factory.mktemp("data") / "sugar.jsonl"
+    convert.main(["sugar", str(shared_data / "sugar" / "sugar.jsonl"), str(path)])
+    return path
+
+
+def test_a_short_run_writes_an_encoder_that_export_reads_and_its_dev_bank_figures(sugar, tmp_path):
+    from dialogue_ranker.training import dual_encoder
+
+    out = tmp_path / "retriever"
+    result = dual_encoder.main(["--data", f"{sugar}:0.02", "--max-steps", "2", "--out", str(out), *SMALL])
+    for when in ("untrained", "trained"):
+        figures = result["dev_bank"][when]
+        assert figures["queries"] == 12 and 0.0 <= figures["r_at_1"] <= figures["r_at_10"] <= 1.0, figures
+    # The encoder written is the trained one, not the backbone copied.
+    from transformers import AutoModel
+
+    from dialogue_ranker.training.backbone import backbone_dir
+
+    trained = AutoModel.from_pretrained(str(out / "encoder")).state_dict()
+    untrained = AutoModel.from_pretrained(str(backbone_dir())).state_dict()
+    name = "encoder.layer.0.attention.self.query.weight"
+    assert (trained[name] - untrained[name]).abs().max() > 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["steps"] == config["planned_steps"] == 2 and config["query"] == {"turns": 2}
+    assert (out / "encoder" / "1_Pooling" / "config.json").is_file()
+    assert (out / "encoder" / "tokenizer.json").is_file()
+
+
+def test_max_seconds_stops_training_and_still_writes_the_encoder(sugar, tmp_path):
+    from dialogue_ranker.training import dual_encoder
+
+    out = tmp_path / "cut"
+    argv = ["--data", f"{sugar}:0.02", "--max-steps", "2", "--max-seconds", "0", "--out", str(out), *SMALL]
+    dual_encoder.main(argv)
+    config = json.loads((out / "config.json").read_text())
+    assert config["steps"] == 0 and config["planned_steps"] == 2
+    assert (out / "encoder" / "config.json").is_file()
