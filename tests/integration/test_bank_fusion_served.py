@@ -129,6 +129,16 @@ def test_evaluate_bank_fits_the_fusion_and_writes_it(model_dir: Path, tmp_path: 
     assert fusion.cosine_weight in bank_eval.bank_fusion.WEIGHTS and fusion.calibration is not None
     assert fusion.fitted["on"] == {"tiny": {"split": "all", "queries": 6}} and fusion.fitted["k"] == 10
     summary = json.loads((tmp_path / "out.json").read_text())["summary"]["tiny"]
-    assert {"TF-IDF, last turn", "all-MiniLM-L6-v2: retrieval alone"} <= set(summary)
+    assert {"TF-IDF, last turn", f"{load_retriever(retriever).name}: retrieval alone"} <= set(summary)
     # A rerun reads the bank's vectors and the ranker's logits from the cache.
     assert any((tmp_path / "cache").glob("logits-tiny-*.npz"))
+
+
+def test_the_shipped_retriever_fuses_with_a_weight_fitted_for_the_shipped_ranker(model_dir: Path) -> None:
+    # Without its fusion a bank request ranks by the logit alone, below retrieval alone (the
+    # research note's table): the shipped retriever must carry one, fitted with this ranker.
+    retriever = load_retriever(require_retriever())
+    metadata = json.loads((model_dir / "metadata.json").read_text())
+    assert retriever.fusion.active and retriever.fusion.cosine_weight > 0
+    assert retriever.fusion.ranker == f"{metadata['name']}@{metadata['version']}"
+    assert set(retriever.fusion.fitted["on"]) == {"ddpp", "topical-chat"}

@@ -54,3 +54,24 @@ def test_max_seconds_stops_training_and_still_writes_the_encoder(sugar, tmp_path
     config = json.loads((out / "config.json").read_text())
     assert config["steps"] == 0 and config["planned_steps"] == 2
     assert (out / "encoder" / "config.json").is_file()
+
+
+def test_wise_alpha_mixes_the_trained_weights_with_the_starting_ones(sugar, tmp_path):
+    import torch
+    from transformers import AutoModel
+
+    from dialogue_ranker.training import dual_encoder
+    from dialogue_ranker.training.backbone import backbone_dir
+
+    name = "encoder.layer.0.attention.self.query.weight"
+    start = AutoModel.from_pretrained(str(backbone_dir())).state_dict()[name]
+    written = {}
+    for alpha in (0.0, 0.5, 1.0):
+        out = tmp_path / f"alpha-{alpha}"
+        dual_encoder.main(["--data", f"{sugar}:0.02", "--max-steps", "2", "--wise-alpha", str(alpha),
+                           "--out", str(out), *SMALL])  # fmt: skip
+        written[alpha] = AutoModel.from_pretrained(str(out / "encoder")).state_dict()[name]
+    # The same seed trains the same weights: alpha 0 writes the start, 0.5 the midpoint.
+    torch.testing.assert_close(written[0.0], start)
+    torch.testing.assert_close(written[0.5], (written[1.0] + start) / 2, atol=1e-6, rtol=0)
+    assert (written[1.0] - start).abs().max() > 0

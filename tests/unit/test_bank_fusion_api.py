@@ -40,6 +40,7 @@ def with_fused_retriever(directory: Path, fusion: dict | None) -> Path:
     meta = json.loads((shipped / "retriever.json").read_text())
     for name in (meta["file"], meta["tokenizer"]):
         (retriever / name).symlink_to(shipped / name)
+    meta.pop("fusion", None)  # the shipped retriever's own fusion: replaced, or none
     if fusion is not None:
         meta["fusion"] = fusion
     (retriever / "retriever.json").write_text(json.dumps(meta))

@@ -51,6 +51,8 @@ from dialogue_ranker.training.backbone import backbone_dir, backbone_label
 #: The whole shipped bundle (ranker, retriever, tokenizers, metadata) stays under this.
 BUNDLE_LIMIT_BYTES = 60_000_000
 #: Texts the parity is measured on: replies and contexts of several kinds and lengths, one cut.
+#: PyTorch's unit vectors of :data:`SAMPLE_TEXTS`, beside the graph (``parity.reference_file``).
+REFERENCE_FILE = "reference.npy"
 SAMPLE_TEXTS = [
     "Shall I open the window for you?",
     "Pizza is great.",
@@ -132,10 +134,9 @@ def _spec(path: Path, tokenizer: Path, source: Source, name: str) -> RetrieverSp
 
 
 def measure(
-    graphs: dict[str, Path], tokenizer: Path, source: Source, name: str
+    graphs: dict[str, Path], tokenizer: Path, source: Source, name: str, reference: np.ndarray
 ) -> dict[str, dict[str, float]]:
-    """Each graph's cosines with PyTorch on the sample texts, size and texts/s (service encoder code)."""
-    reference = reference_embeddings(source, SAMPLE_TEXTS)
+    """Each graph's cosines with PyTorch's ``reference`` vectors of the sample texts, size and texts/s."""
     threads = available_cpus()
     figures = {}
     for variant, path in graphs.items():
@@ -180,10 +181,13 @@ def print_figures(figures: dict[str, dict[str, float]], chosen: str) -> None:
               f"{f['texts_per_s']:>8.1f} {f['megabytes']:>6.1f}{mark}")  # fmt: skip
 
 
-def write(out: Path, graph: Path, tokenizer: Path, metadata: dict[str, Any]) -> None:
+def write(out: Path, graph: Path, tokenizer: Path, metadata: dict[str, Any], reference: np.ndarray) -> None:
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(graph, out / metadata["file"])
     shutil.copyfile(tokenizer, out / metadata["tokenizer"])
+    # PyTorch's vectors of the sample texts: a shipped encoder's parity stays checkable without
+    # the source weights (a trained encoder's are not committed; its graph is).
+    np.save(out / metadata["parity"]["reference_file"], reference.astype(np.float32))
     (out / RETRIEVER_FILE).write_text(json.dumps(metadata, indent=2) + "\n")
 
 
@@ -223,7 +227,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         work_dir = Path(work)
         tokenizer = _tokenizer_file(source, work_dir / "tokenizer.json")
         graphs = build_variants(export_fp32(source, work_dir / "retriever-fp32.onnx"), work_dir)
-        figures = measure(graphs, tokenizer, source, name)
+        reference = reference_embeddings(source, SAMPLE_TEXTS)
+        figures = measure(graphs, tokenizer, source, name, reference)
         chosen = choose(figures, args)
         print_figures(figures, chosen)
         metadata = {
@@ -241,10 +246,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "output": OUTPUT,
             "query": {"turns": turns},
             "parity": {"reference": "sentence-transformers encode" if source.sentence_transformers
-                       else "PyTorch, the same pooling", "texts": len(SAMPLE_TEXTS), **figures},
+                       else "PyTorch, the same pooling", "texts": len(SAMPLE_TEXTS),
+                       "reference_file": REFERENCE_FILE, **figures},
             "exported_at": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
         }  # fmt: skip
-        write(out, graphs[chosen], tokenizer, metadata)
+        write(out, graphs[chosen], tokenizer, metadata, reference)
     print(f"wrote {out} ({chosen}, {figures[chosen]['megabytes']} MB, dim {metadata['dim']}, "
           f"max length {source.max_length})")  # fmt: skip
     if args.bundle is not None:

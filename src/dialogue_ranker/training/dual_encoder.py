@@ -67,6 +67,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--precision", choices=["fp32", "bf16", "auto"], default="auto")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument(
+        "--wise-alpha",
+        type=float,
+        default=1.0,
+        help="write alpha x the trained weights + (1 - alpha) x the starting ones (WiSE-FT: a "
+        "trained encoder keeps what the untrained one retrieved well outside the training data); "
+        "the dev bank is measured on what is written",
+    )
+    p.add_argument(
         "--max-seconds",
         type=float,
         default=None,
@@ -189,6 +197,14 @@ def main(argv: list[str] | None = None) -> dict:
             print(
                 f"step {step + 1}/{steps} loss {loss.item():.3f} ({time.time() - started:.0f} s)", flush=True
             )
+    if args.wise_alpha != 1.0:
+        start = AutoModel.from_pretrained(str(source), add_pooling_layer=False).state_dict()
+        a = args.wise_alpha
+        mixed = {
+            k: a * v + (1 - a) * start[k].to(v.dtype) if v.dtype.is_floating_point else v
+            for k, v in encoder.model.state_dict().items()
+        }
+        encoder.model.load_state_dict(mixed)
     after = measure(encoder, dev, args)
     print("dev bank, trained:", json.dumps(after), flush=True)
     out = args.out
