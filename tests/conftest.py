@@ -31,3 +31,13 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"{SHARED_DATA} is absent")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def sugar_lists(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
+    """SUGAR converted to ranking lists (``ranker convert sugar``), once a session."""
+    from dialogue_ranker.training import convert
+
+    path = tmp_path_factory.mktemp("data") / "sugar.jsonl"
+    convert.main(["sugar", str(shared_data / "sugar" / "sugar.jsonl"), str(path)])
+    return path

@@ -17,21 +17,12 @@ SMALL = ["--limit", "8", "--dev-lists", "4", "--batch-lists", "2", "--max-prefix
 
 
 @pytest.fixture(scope="module")
-def sugar(tmp_path_factory, shared_data):
-    from dialogue_ranker.training import convert
-
-    path = tmp_path_factory.mktemp("data") / "sugar.jsonl"
-    convert.main(["sugar", str(shared_data / "sugar" / "sugar.jsonl"), str(path)])
-    return path
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory, sugar):
+def run(tmp_path_factory, sugar_lists):
     """A two-step run: a finished run directory to teach or to start from."""
     from dialogue_ranker.training import train
 
     out = tmp_path_factory.mktemp("runs") / "run"
-    train.main(["--data", str(sugar), "--out", str(out), "--max-steps", "2", *SMALL])
+    train.main(["--data", str(sugar_lists), "--out", str(out), "--max-steps", "2", *SMALL])
     return out
 
 
@@ -78,7 +69,7 @@ def test_only_the_lists_taught_count_toward_the_distillation_loss():
     assert float(none) == 0.0 and none.requires_grad
 
 
-def test_a_list_s_last_turn_row_is_taught_with_its_list(run, sugar):
+def test_a_list_s_last_turn_row_is_taught_with_its_list(run, sugar_lists):
     import dataclasses
     import random
 
@@ -88,7 +79,7 @@ def test_a_list_s_last_turn_row_is_taught_with_its_list(run, sugar):
     from dialogue_ranker.training.shared_prefix import load_run_for_scoring
     from dialogue_ranker.training.train_lists import load_splits
 
-    args = train.parse_args(["--data", str(sugar), "--out", "x", *SMALL])
+    args = train.parse_args(["--data", str(sugar_lists), "--out", "x", *SMALL])
     lists = load_splits(args)[0]["sugar"][:4]
     # SUGAR's requests are one turn: give two of them an earlier turn, so they get a last-turn row.
     earlier = Turn("user", "Hi there, I need a hand with something.")
@@ -101,7 +92,7 @@ def test_a_list_s_last_turn_row_is_taught_with_its_list(run, sugar):
     assert views.per_row(flags).tolist() == flags + [False, True]
 
 
-def test_a_shipped_bundle_teaches_and_a_distill_on_name_must_be_a_data_file(sugar, model_dir, tmp_path):
+def test_a_shipped_bundle_teaches_and_a_distill_on_name_must_be_a_data_file(sugar_lists, model_dir, tmp_path):
     from dialogue_ranker.training import train
     from dialogue_ranker.training.distill import Ensemble, parse_teacher
 
@@ -113,14 +104,16 @@ def test_a_shipped_bundle_teaches_and_a_distill_on_name_must_be_a_data_file(suga
     assert ensemble.configs[0]["config"]["encoding"] == student
     with pytest.raises(DataError, match="--teacher .*encoded as"):
         Ensemble([parse_teacher(f"{model_dir}:1")], {**student, "max_prefix_tokens": 96}, torch.device("cpu"))
-    base = ["--data", str(sugar), "--out", str(tmp_path / "r"), "--max-steps", "1", *SMALL]
+    base = ["--data", str(sugar_lists), "--out", str(tmp_path / "r"), "--max-steps", "1", *SMALL]
     with pytest.raises(DataError, match="--distill-on topical-chat: no --data file has that name"):
         train.main([*base, "--teacher", f"{model_dir}:1", "--distill-on", "topical-chat"])
     with pytest.raises(DataError, match="--distill-on chooses where --teacher distils"):
         train.main([*base, "--distill-on", "sugar"])
 
 
-def test_the_ensemble_target_is_the_teachers_logits_weighted_on_the_same_sequences(run, sugar, tmp_path):
+def test_the_ensemble_target_is_the_teachers_logits_weighted_on_the_same_sequences(
+    run, sugar_lists, tmp_path
+):
     from dialogue_ranker.training import train
     from dialogue_ranker.training.distill import Ensemble, parse_teacher
     from dialogue_ranker.training.list_loss import ListBatch
@@ -134,7 +127,7 @@ def test_the_ensemble_target_is_the_teachers_logits_weighted_on_the_same_sequenc
     )
     assert [c["weight"] for c in ensemble.configs] == [0.75, 0.25]
     model, encoder = load_run_for_scoring(run)
-    lists = load_splits(train.parse_args(["--data", str(sugar), "--out", "x", *SMALL]))[0]["sugar"][:3]
+    lists = load_splits(train.parse_args(["--data", str(sugar_lists), "--out", "x", *SMALL]))[0]["sugar"][:3]
     batch = ListBatch(encoder, [encode(encoder, x) for x in lists])
     with torch.no_grad():
         alone = batch.logits(model)
@@ -144,13 +137,13 @@ def test_the_ensemble_target_is_the_teachers_logits_weighted_on_the_same_sequenc
     torch.testing.assert_close(target[present], alone[present] + 0.5, atol=1e-4, rtol=1e-4)
 
 
-def test_a_student_moves_toward_its_teachers_and_the_run_records_them(run, sugar, tmp_path):
+def test_a_student_moves_toward_its_teachers_and_the_run_records_them(run, sugar_lists, tmp_path):
     from dialogue_ranker.training import train
     from dialogue_ranker.training.evaluate_run import RunScorer
     from dialogue_ranker.training.train_lists import load_splits
 
     teacher = shifted_copy(run, tmp_path / "teacher", 3.0)
-    lists = load_splits(train.parse_args(["--data", str(sugar), "--out", "x", *SMALL]))[1]["sugar"]
+    lists = load_splits(train.parse_args(["--data", str(sugar_lists), "--out", "x", *SMALL]))[1]["sugar"]
 
     def mean_logit(path):
         return float(np.mean(np.concatenate(RunScorer(path).logits(lists))))
@@ -158,7 +151,7 @@ def test_a_student_moves_toward_its_teachers_and_the_run_records_them(run, sugar
     before = mean_logit(run)
     out = tmp_path / "student"
     result = train.main(
-        ["--data", str(sugar), "--init", str(run), "--teacher", f"{teacher}:1", "--distill-weight", "1",
+        ["--data", str(sugar_lists), "--init", str(run), "--teacher", f"{teacher}:1", "--distill-weight", "1",
          "--lr", "1e-3", "--max-steps", "3", "--out", str(out), *SMALL]
     )  # fmt: skip
     assert result["steps"] == 3
@@ -189,18 +182,18 @@ def test_a_teacher_needs_a_run_and_a_positive_weight(text):
         parse_teacher(text)
 
 
-def test_max_seconds_ends_training_early_and_stop_at_replays_it(run, sugar, tmp_path):
+def test_max_seconds_ends_training_early_and_stop_at_replays_it(run, sugar_lists, tmp_path):
     from dialogue_ranker.training import train
 
     result = train.main(
-        ["--data", str(sugar), "--init", str(run), "--max-seconds", "0", "--max-steps", "3",
+        ["--data", str(sugar_lists), "--init", str(run), "--max-seconds", "0", "--max-steps", "3",
          "--out", str(tmp_path / "cut"), *SMALL]
     )  # fmt: skip
     assert (result["steps"], result["planned_steps"]) == (0, 3)
     assert (tmp_path / "cut" / "ranker" / "head.pt").is_file()
     # --stop-at replays such a run: the same schedule, ended at the step it reached.
     result = train.main(
-        ["--data", str(sugar), "--init", str(run), "--stop-at", "1", "--max-steps", "3",
+        ["--data", str(sugar_lists), "--init", str(run), "--stop-at", "1", "--max-steps", "3",
          "--out", str(tmp_path / "replayed"), *SMALL]
     )  # fmt: skip
     assert (result["steps"], result["planned_steps"]) == (1, 3)
@@ -210,7 +203,7 @@ def test_max_seconds_ends_training_early_and_stop_at_replays_it(run, sugar, tmp_
     assert stage_schedule(config).startswith("the first 1 of the 3 steps of 3 steps,")
 
 
-def test_the_model_card_lists_the_soup_members_then_the_distilled_stage(run, sugar, tmp_path):
+def test_the_model_card_lists_the_soup_members_then_the_distilled_stage(run, sugar_lists, tmp_path):
     from dialogue_ranker.export.card_lines import distillation_line, interpolation_line, schedule_lines
     from dialogue_ranker.training import interpolate, train
 
@@ -219,8 +212,9 @@ def test_the_model_card_lists_the_soup_members_then_the_distilled_stage(run, sug
     interpolate.main(["--run", str(run), "--with", f"{other}:0.5", "--alpha", "1", "--out", str(soup)])
     out = tmp_path / "student"
     train.main(
-        ["--data", str(sugar), "--init", str(soup), "--teacher", f"{run}:0.5", "--teacher", f"{other}:0.5",
-         "--distill-weight", "0.7", "--max-steps", "1", "--out", str(out), *SMALL]
+        ["--data", str(sugar_lists), "--init", str(soup), "--teacher", f"{run}:0.5",
+         "--teacher", f"{other}:0.5", "--distill-weight", "0.7", "--max-steps", "1",
+         "--out", str(out), *SMALL]
     )  # fmt: skip
     config = json.loads((out / "config.json").read_text())
     stages = [line.split(":")[0] for line in schedule_lines(config).splitlines()]

@@ -13,20 +13,12 @@ SMALL = ["--batch-pairs", "4", "--dev-queries", "12", "--max-query-tokens", "48"
          "--max-response-tokens", "32"]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def sugar(tmp_path_factory, shared_data):
-    from dialogue_ranker.training import convert
-
-    path = tmp_path_factory.mktemp("data") / "sugar.jsonl"
-    convert.main(["sugar", str(shared_data / "sugar" / "sugar.jsonl"), str(path)])
-    return path
-
-
-def test_a_short_run_writes_an_encoder_that_export_reads_and_its_dev_bank_figures(sugar, tmp_path):
+def test_a_short_run_writes_an_encoder_that_export_reads_and_its_dev_bank_figures(sugar_lists, tmp_path):
     from dialogue_ranker.training import dual_encoder
 
     out = tmp_path / "retriever"
-    result = dual_encoder.main(["--data", f"{sugar}:0.02", "--max-steps", "2", "--out", str(out), *SMALL])
+    argv = ["--data", f"{sugar_lists}:0.02", "--max-steps", "2", "--out", str(out), *SMALL]
+    result = dual_encoder.main(argv)
     for when in ("untrained", "trained"):
         figures = result["dev_bank"][when]
         assert figures["queries"] == 12 and 0.0 <= figures["r_at_1"] <= figures["r_at_10"] <= 1.0, figures
@@ -45,18 +37,19 @@ def test_a_short_run_writes_an_encoder_that_export_reads_and_its_dev_bank_figure
     assert (out / "encoder" / "tokenizer.json").is_file()
 
 
-def test_max_seconds_stops_training_and_still_writes_the_encoder(sugar, tmp_path):
+def test_max_seconds_stops_training_and_still_writes_the_encoder(sugar_lists, tmp_path):
     from dialogue_ranker.training import dual_encoder
 
     out = tmp_path / "cut"
-    argv = ["--data", f"{sugar}:0.02", "--max-steps", "2", "--max-seconds", "0", "--out", str(out), *SMALL]
+    argv = ["--data", f"{sugar_lists}:0.02", "--max-steps", "2", "--max-seconds", "0", "--out", str(out)]
+    argv += SMALL
     dual_encoder.main(argv)
     config = json.loads((out / "config.json").read_text())
     assert config["steps"] == 0 and config["planned_steps"] == 2
     assert (out / "encoder" / "config.json").is_file()
 
 
-def test_wise_alpha_mixes_the_trained_weights_with_the_starting_ones(sugar, tmp_path):
+def test_wise_alpha_mixes_the_trained_weights_with_the_starting_ones(sugar_lists, tmp_path):
     import torch
     from transformers import AutoModel
 
@@ -68,7 +61,7 @@ def test_wise_alpha_mixes_the_trained_weights_with_the_starting_ones(sugar, tmp_
     written = {}
     for alpha in (0.0, 0.5, 1.0):
         out = tmp_path / f"alpha-{alpha}"
-        dual_encoder.main(["--data", f"{sugar}:0.02", "--max-steps", "2", "--wise-alpha", str(alpha),
+        dual_encoder.main(["--data", f"{sugar_lists}:0.02", "--max-steps", "2", "--wise-alpha", str(alpha),
                            "--out", str(out), *SMALL])  # fmt: skip
         written[alpha] = AutoModel.from_pretrained(str(out / "encoder")).state_dict()[name]
     # The same seed trains the same weights: alpha 0 writes the start, 0.5 the midpoint.
