@@ -50,9 +50,9 @@ from dialogue_ranker.training.backbone import backbone_dir, backbone_label
 
 #: The whole shipped bundle (ranker, retriever, tokenizers, metadata) stays under this.
 BUNDLE_LIMIT_BYTES = 60_000_000
-#: Texts the parity is measured on: replies and contexts of several kinds and lengths, one cut.
 #: PyTorch's unit vectors of :data:`SAMPLE_TEXTS`, beside the graph (``parity.reference_file``).
 REFERENCE_FILE = "reference.npy"
+#: Texts the parity is measured on: replies and contexts of several kinds and lengths, one cut.
 SAMPLE_TEXTS = [
     "Shall I open the window for you?",
     "Pizza is great.",

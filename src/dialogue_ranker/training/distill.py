@@ -20,7 +20,6 @@ order. ``dialogue_ranker.training.train`` adds ``(1 - w) x`` its label loss to `
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,11 @@ from pathlib import Path
 import torch
 
 from dialogue_ranker.data.ranking_data import DataError
-from dialogue_ranker.training.shared_prefix import finished_run_config, load_run_for_scoring
+from dialogue_ranker.training.shared_prefix import (
+    bundle_run_config,
+    finished_run_config,
+    load_run_for_scoring,
+)
 
 
 @dataclass(frozen=True)
@@ -56,19 +59,14 @@ def load_teacher(path: Path) -> tuple[dict, torch.nn.Module]:
 
     A bundle's graph is dequantized (:func:`training.recover.dequantized_ranker`), so a stage
     on top of a shipped model can keep that model as its teacher where the stage's own lists
-    say nothing new. Its config holds the encoding the bundle's metadata records.
+    say nothing new. Its config is the training configuration the bundle records.
     """
     if (path / "metadata.json").is_file():
         from dialogue_ranker.training.recover import dequantized_ranker
 
-        metadata = json.loads((path / "metadata.json").read_text())
-        encoding = metadata.get("encoding", {})
-        if encoding.get("kind") != "shared-prefix":
-            raise DataError(f"--teacher {path}: not a shared-prefix ranker bundle")
-        head = metadata.get("training_config", {}).get("head", "cosine")
-        model, _ = dequantized_ranker(path, head=head)
-        keys = ("max_prefix_tokens", "max_candidate_tokens")
-        return {"encoding": {"kind": "shared-prefix", **{k: encoding[k] for k in keys}}}, model
+        config = bundle_run_config(path, "--teacher")
+        model, _ = dequantized_ranker(path, head=config.get("head", "cosine"))
+        return config, model
     config = finished_run_config(path, "--teacher")
     model, _ = load_run_for_scoring(path)
     return config, model

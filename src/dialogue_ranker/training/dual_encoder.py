@@ -45,6 +45,7 @@ from dialogue_ranker.training.backbone import (
     seed_everything,
     training_precision,
 )
+from dialogue_ranker.training.interpolate import interpolated
 from dialogue_ranker.training.train_args import parse_source
 
 
@@ -198,13 +199,8 @@ def main(argv: list[str] | None = None) -> dict:
                 f"step {step + 1}/{steps} loss {loss.item():.3f} ({time.time() - started:.0f} s)", flush=True
             )
     if args.wise_alpha != 1.0:
-        start = AutoModel.from_pretrained(str(source), add_pooling_layer=False).state_dict()
-        a = args.wise_alpha
-        mixed = {
-            k: a * v + (1 - a) * start[k].to(v.dtype) if v.dtype.is_floating_point else v
-            for k, v in encoder.model.state_dict().items()
-        }
-        encoder.model.load_state_dict(mixed)
+        start = AutoModel.from_pretrained(str(source), add_pooling_layer=False)
+        encoder.model = interpolated(start, encoder.model, args.wise_alpha)
     after = measure(encoder, dev, args)
     print("dev bank, trained:", json.dumps(after), flush=True)
     out = args.out

@@ -40,6 +40,7 @@ import json
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
@@ -55,6 +56,9 @@ from dialogue_ranker.training.dev_scoring import (
     write_calibration,
 )
 from dialogue_ranker.training.shared_prefix import SharedPrefixRanker, run_encoder
+
+#: Any torch module: a ranker, or the banks' sentence encoder (``training.dual_encoder``).
+Model = TypeVar("Model", bound=torch.nn.Module)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -124,12 +128,12 @@ def run_backbone(config: dict) -> Path:
     return Path(recorded) if recorded and Path(recorded).exists() else backbone_dir()
 
 
-def interpolated(fresh: SharedPrefixRanker, tuned: SharedPrefixRanker, alpha: float) -> SharedPrefixRanker:
+def interpolated(fresh: Model, tuned: Model, alpha: float) -> Model:
     """A copy of ``tuned`` with every weight at ``(1 - alpha) x fresh + alpha x tuned``."""
     return weighted_average([(tuned, alpha), (fresh, 1.0 - alpha)])
 
 
-def weighted_average(models: list[tuple[SharedPrefixRanker, float]]) -> SharedPrefixRanker:
+def weighted_average(models: list[tuple[Model, float]]) -> Model:
     """A copy of the first model with every floating-point weight at the weighted sum of the models'."""
     first = models[0][0]
     states = [(m.state_dict(), w) for m, w in models]

@@ -225,6 +225,24 @@ def finished_run_config(run: str | Path, option: str) -> dict:
     return json.loads((run / "config.json").read_text())
 
 
+def bundle_run_config(bundle: str | Path, option: str) -> dict:
+    """The training configuration a shipped bundle records (``metadata.json``); refused naming ``option``.
+
+    It holds the encoding, head and layout as a run's ``config.json`` does, so a bundle can stand
+    where a run would (``--init-bundle``, a ``--teacher``).
+    """
+    bundle = Path(bundle)
+    metadata_path = bundle / "metadata.json"
+    if not metadata_path.is_file() or not (bundle / "tokenizer.json").is_file():
+        raise DataError(f"{option} {bundle}: not a model directory (needs metadata.json and tokenizer.json)")
+    metadata = json.loads(metadata_path.read_text())
+    config = dict(metadata.get("training_config") or {})
+    if (metadata.get("encoding") or {}).get("kind") != "shared-prefix":
+        raise DataError(f"{option} {bundle}: not a shared-prefix ranker bundle")
+    config["bundle"] = {"path": str(bundle), "version": metadata.get("version")}
+    return config
+
+
 def load_run_for_scoring(run: str | Path) -> tuple[SharedPrefixRanker, ListEncoder]:
     """A finished run's model (eval mode, on the training device) and its encoder."""
     from dialogue_ranker.training.backbone import device

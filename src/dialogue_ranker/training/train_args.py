@@ -7,14 +7,13 @@ checked against this run, and the encoding the run records for its teachers and 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from dialogue_ranker.data.ranking_data import DataError
 from dialogue_ranker.training.backbone import PRECISIONS
 from dialogue_ranker.training.distill import parse_teacher
-from dialogue_ranker.training.shared_prefix import HEADS, finished_run_config
+from dialogue_ranker.training.shared_prefix import HEADS, bundle_run_config, finished_run_config
 from dialogue_ranker.training.train_lists import Source
 
 #: How a list is laid out for the encoder (see --layout).
@@ -177,25 +176,10 @@ def first_stage(args: argparse.Namespace) -> dict[str, Any] | None:
             f"{option} and --backbone exclude each other: a second stage keeps its first's backbone"
         )
     run = Path(args.init or args.init_bundle)
-    config = finished_run_config(run, "--init") if args.init else bundle_run_config(run)
+    config = finished_run_config(run, "--init") if args.init else bundle_run_config(run, "--init-bundle")
     if config.get("head") != args.head or config.get("layout", "shared-prefix") != args.layout:
         raise DataError(
             f"{option} {run}: trained with --head {config.get('head')} --layout {config.get('layout')}; "
             f"this run asks for --head {args.head} --layout {args.layout}"
         )
-    return config
-
-
-def bundle_run_config(bundle: Path) -> dict[str, Any]:
-    """The training configuration a bundle records (``metadata.json``), for ``--init-bundle``."""
-    metadata_path = bundle / "metadata.json"
-    if not metadata_path.is_file() or not (bundle / "tokenizer.json").is_file():
-        raise DataError(
-            f"--init-bundle {bundle}: not a model directory (needs metadata.json and tokenizer.json)"
-        )
-    metadata = json.loads(metadata_path.read_text())
-    config = dict(metadata.get("training_config") or {})
-    if (metadata.get("encoding") or {}).get("kind") != "shared-prefix":
-        raise DataError(f"--init-bundle {bundle}: not a shared-prefix ranker bundle")
-    config["bundle"] = {"path": str(bundle), "version": metadata.get("version")}
     return config
