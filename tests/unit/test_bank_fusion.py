@@ -25,6 +25,14 @@ def test_fused_score_is_the_logit_plus_the_weighted_cosine_above_the_centre() ->
     np.testing.assert_allclose(fused, [1.0, 0.0, -0.5], atol=1e-6)
 
 
+def test_a_hub_loses_its_hubness_times_the_weight_and_a_candidate_without_one_nothing() -> None:
+    fusion = Fusion(cosine_weight=10.0, cosine_centre=0.4, hubness_weight=5.0)
+    fused = fusion.fuse(np.array([1.0, 1.0, 1.0]), np.array([0.4, 0.4, 0.4]), np.array([0.2, -0.1, 0.0]))
+    np.testing.assert_allclose(fused, [0.0, 1.5, 1.0], atol=1e-6)
+    np.testing.assert_allclose(fusion.fuse(np.array([1.0]), np.array([0.4])), [1.0], atol=1e-6)
+    assert Fusion(hubness_weight=1.0).active
+
+
 def test_no_fusion_gives_the_logits_back_untouched() -> None:
     logits = np.array([0.25, -1.5], dtype=np.float32)
     assert NO_FUSION.fuse(logits, np.array([0.9, 0.1])) is logits
@@ -38,6 +46,9 @@ def test_no_fusion_gives_the_logits_back_untouched() -> None:
         ({"cosine_weight": "heavy"}, "could not convert"),
         ({"cosine_weight": float("nan")}, "not finite"),
         ({"method": "product"}, "method 'product'"),
+        ({"hubness_weight": -0.5}, "hubness_weight -0.5 is not >= 0"),
+        ({"hubness_weight": 1.0, "hubness_neighbours": 0}, "hubness_neighbours 0 is not >= 1"),
+        ({"hubness_weight": 1.0, "hubness_neighbours": 2.5}, "hubness_neighbours 2.5 is not a whole number"),
         ({"calibration": PLATT}, "calibration and threshold go together"),
         ({"calibration": PLATT, "threshold": 1.5}, "threshold 1.5 is not in [0, 1]"),
     ],
@@ -50,6 +61,8 @@ def test_a_malformed_fusion_is_refused(entry: dict, problem: str) -> None:
 def test_a_fusion_round_trips_through_its_dict() -> None:
     fusion = Fusion(5.0, 0.45, Calibrator.from_dict(PLATT), 0.3, "m@1", {"on": "ddpp"})
     assert Fusion.from_dict(fusion.to_dict()) == fusion
+    with_hubness = Fusion(8.0, 0.46, hubness_weight=10.0, hubness_neighbours=5)
+    assert Fusion.from_dict(with_hubness.to_dict()) == with_hubness
     assert Fusion.from_dict(None) == NO_FUSION == Fusion.from_dict({})
 
 
@@ -91,7 +104,12 @@ def test_write_fusion_keeps_the_rest_of_retriever_json(tmp_path: Path) -> None:
     assert spec.fusion.cosine_weight == 3.0 and spec.query_turns == 2 and spec.name == "enc"
 
 
-def retrieved(logits: list[list[float]], cosines: list[list[float]], hits: list[list[bool]]) -> Retrieved:
+def retrieved(
+    logits: list[list[float]],
+    cosines: list[list[float]],
+    hits: list[list[bool]],
+    hubness: list[list[float]] | None = None,
+) -> Retrieved:
     shape = np.array(logits).shape
     return Retrieved(
         np.array(cosines, dtype=np.float32),
@@ -99,6 +117,7 @@ def retrieved(logits: list[list[float]], cosines: list[list[float]], hits: list[
         np.full((shape[0], 3, shape[1]), np.nan, dtype=np.float32),
         np.array(hits, dtype=bool),
         np.ones(shape, dtype=bool),
+        np.zeros(shape, dtype=np.float32) if hubness is None else np.array(hubness, dtype=np.float32),
     )
 
 
@@ -120,18 +139,28 @@ def test_the_fitted_weight_lifts_the_specific_reply_over_the_generic_one() -> No
     # The ranker prefers the generic reply (logit 2 against 1); the cosine knows the specific one.
     r = retrieved([[2.0, 1.0, 0.0]], [[0.3, 0.7, 0.5]], [[False, True, False]])
     assert bank_fusion.ranked_metrics(r.logits, r.hits)["r_at_1"] == 0.0
-    weight, mrr = bank_fusion.fit_weight([r], centre=0.5, weights=(0.0, 1.0, 5.0, 10.0))
-    assert weight == 5.0 and mrr == 1.0  # the smallest weight that ranks it first
+    fusion, mrr = bank_fusion.fit_weights([r], centre=0.5, weights=(0.0, 1.0, 5.0, 10.0))
+    # The smallest weight that ranks it first, and no hubness (all zero here).
+    assert (fusion.cosine_weight, fusion.hubness_weight, mrr) == (5.0, 0.0, 1.0)
 
 
 def test_the_weight_is_fitted_on_the_mean_over_datasets() -> None:
     wants_cosine = retrieved([[2.0, 1.0]], [[0.3, 0.7]], [[False, True]])
     wants_ranker = retrieved([[2.0, 1.0]], [[0.5, 0.6]], [[True, False]])
     # Up to 2.5 the first list misses; from 10 the second does; 5 gets both right.
-    fitted = bank_fusion.fit_weight([wants_cosine, wants_ranker], centre=0.5, weights=(0.0, 1.0, 5.0, 20.0))
-    assert fitted == (5.0, 1.0)
+    fusion, mrr = bank_fusion.fit_weights(
+        [wants_cosine, wants_ranker], centre=0.5, weights=(0.0, 1.0, 5.0, 20.0)
+    )
+    assert (fusion.cosine_weight, mrr) == (5.0, 1.0)
     both = bank_fusion.pooled([wants_cosine, wants_ranker])
     assert both.queries == 2 and bank_fusion.centre_of([wants_cosine, wants_ranker]) == 0.525
+
+
+def test_a_hubness_weight_is_fitted_when_the_right_reply_loses_to_a_hub() -> None:
+    # The generic reply (first) has the better logit and cosine, but sits near the whole bank.
+    r = retrieved([[1.0, 0.8]], [[0.6, 0.5]], [[False, True]], hubness=[[0.1, -0.05]])
+    fusion, mrr = bank_fusion.fit_weights([r], centre=0.5, weights=(0.0, 10.0), ratios=(0.0, 1.0, 1.5))
+    assert (fusion.cosine_weight, fusion.hubness_weight, mrr) == (10.0, 10.0, 1.0)  # the smallest that works
 
 
 def test_rank_fusion_sums_reciprocal_ranks() -> None:

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from bank_helpers import SUPPORT_BANK, require_retriever, wait_banks_ready, write_bank
 from helpers import serve_in_process, write_fake_bundle
 
 from dialogue_ranker.serving.app import create_app
 from dialogue_ranker.serving.backends.fake import FakeBackend
+from dialogue_ranker.serving.banks.cache import SUFFIX
+from dialogue_ranker.serving.banks.hubness import hubness
+from dialogue_ranker.serving.banks.index import QuantizedVectors
 from dialogue_ranker.serving.settings import Settings
 
 FUSION = {
@@ -106,3 +111,32 @@ async def test_a_fusion_fitted_on_another_ranker_is_used_and_logged(
         answer = (await client.post("/rank", json=PASSWORD)).json()
     assert answer["threshold"] == 0.6
     assert "bank fusion fitted on another ranker model=tiny-fake@1 fitted_on=older@0.9" in caplog.text
+
+
+async def test_a_bank_response_loses_its_hubness_and_the_hubness_is_kept_in_the_cache(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    fusion = {"method": "linear", "cosine_weight": 10.0, "cosine_centre": 0.3, "hubness_weight": 4.0,
+              "hubness_neighbours": 3, "ranker": "tiny-fake@1"}  # fmt: skip
+    bundle = with_fused_retriever(tmp_path / "bundle", fusion)
+    bank = write_bank(tmp_path / "support.jsonl", SUPPORT_BANK)
+    answers = []
+    for _ in range(2):  # the second start reads the hubness from the cache
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="dialogue_ranker.serving.banks.loader"):
+            async with serve_in_process(app(bundle, f"support={bank}")) as client:
+                await wait_banks_ready(client)
+                answers.append((await client.post("/rank", json=PASSWORD)).json())
+        computed = "bank hubness bank=support neighbours=3" in caplog.text
+        assert computed is (len(answers) == 1)
+    assert answers[0] == answers[1]
+    (cached,) = tmp_path.glob(f"support-*{SUFFIX}")
+    with np.load(cached) as stored:
+        vectors = QuantizedVectors(stored["codes"], stored["scales"])
+        kept = stored["hubness-3"]
+    np.testing.assert_array_equal(kept, hubness(vectors, 3))
+    row_of = {entry["id"]: row for row, entry in enumerate(SUPPORT_BANK)}
+    for r in answers[0]["ranking"]:
+        hub = 0.0 if r["bank"] is None else float(kept[row_of[r["id"]]])
+        assert r["logit"] == pytest.approx(0.5 + 10.0 * (r["retrieval_score"] - 0.3) - 4.0 * hub, abs=1e-4)
+    assert np.ptp(kept) > 0.01  # the bank's responses do differ in hubness

@@ -20,14 +20,16 @@ retrieval alone (over the whole bank), of the ranker alone over the k, and of ea
 (:mod:`dialogue_ranker.evaluation.bank_fusion`); the ECE and abstention accuracy of the fused
 scores under the bundle's calibration map and under a map fitted on them.
 
-The served fusion, ``logit + w * (cosine - centre)``, is fitted per retriever on the ``--fit-on``
-datasets (every one by default): the weight of best MRR (their mean), and the centre, the mean
-cosine of their retrieved responses; a table shows what the weight fitted on each dataset alone
-gives on the others. ``--write`` stores it in each retriever's ``retriever.json`` (``fusion``);
-with ``--calibration bank``, with a map and threshold fitted on the fused scores, which bank
-requests then use instead of the bundle's. Not by default: a dev bank's labels count another
-conversation's reply that fits as wrong, so a map fitted on them reads nearly every bank response
-as unlikely and the service would abstain on nearly every request.
+The served fusion, ``logit + w * (cosine - centre) - h * hubness``, is fitted per retriever on the
+``--fit-on`` datasets (every one by default): the weights of best MRR (their mean; ``h`` a multiple
+of ``w``), and the centre, the mean cosine of their retrieved responses; the hubness is each bank
+response's, computed as the service computes it (:mod:`dialogue_ranker.serving.banks.hubness`). A
+table shows what the weights fitted on each dataset alone give on the others. ``--write`` stores it
+in each retriever's ``retriever.json`` (``fusion``); with ``--calibration bank``, with a map and
+threshold fitted on the fused scores, which bank requests then use instead of the bundle's. Not by
+default: a dev bank's labels count another conversation's reply that fits as wrong, so a map fitted
+on them reads nearly every bank response as unlikely and the service would abstain on nearly every
+request.
 
 The fusion belongs to the ranker it was fitted with: rerun this command with ``--write``
 whenever the bundle's ranker changes. The bank's vectors (per retriever) and the ranker's logits
@@ -62,6 +64,7 @@ from dialogue_ranker.serving import context_views
 from dialogue_ranker.serving.banks.bank_file import Bank, BankEntry
 from dialogue_ranker.serving.banks.cache import EmbeddingCache, cache_key
 from dialogue_ranker.serving.banks.encoder import TextEncoder, file_sha256, retrieval_query
+from dialogue_ranker.serving.banks.hubness import hubness
 from dialogue_ranker.serving.banks.index import QuantizedVectors
 from dialogue_ranker.serving.cpu import available_cpus
 from dialogue_ranker.serving.fusion import Fusion
@@ -244,7 +247,8 @@ class BankEvaluation:
             lists.append(RankingList(x.context, candidates, x.group, x.situations))
         logits, views = self.logits(lists, data.name)
         hits = np.array([[c.label == 1 for c in x.candidates] for x in lists], dtype=bool)
-        return whole, Retrieved(cosines.astype(np.float32), logits, views, hits & kept, kept)
+        hubs = hubness(self.vectors(data), Fusion().hubness_neighbours)[rows]  # as the service computes it
+        return whole, Retrieved(cosines.astype(np.float32), logits, views, hits & kept, kept, hubs)
 
     def logits(self, lists: list[RankingList], name: str) -> tuple[np.ndarray, np.ndarray]:
         """The ranker's logits (views combined, as served) and each view's (NaN: not scored), per list.
@@ -295,10 +299,10 @@ def fitted_fusion(
     """The fusion fitted on ``fit_on``: its weight, centre and (``calibration`` ``bank``) its own map."""
     fitting = [scored[name] for name in fit_on]
     centre = bank_fusion.centre_of(fitting)
-    weight, _ = bank_fusion.fit_weight(fitting, centre)
-    fusion = Fusion(cosine_weight=weight, cosine_centre=centre, ranker=bundle.model_id)
+    fitted, _ = bank_fusion.fit_weights(fitting, centre)
+    fusion = dataclasses.replace(fitted, ranker=bundle.model_id)
     own_map, own_threshold = bank_fusion.bank_map(bank_fusion.pooled(fitting), fusion)
-    with_own = Fusion(weight, centre, own_map, own_threshold, bundle.model_id)
+    with_own = dataclasses.replace(fusion, calibration=own_map, threshold=own_threshold)
     checks = {
         name: bank_fusion.calibration_rows(x, with_own, bundle.calibration, bundle.threshold)
         for name, x in scored.items()
@@ -314,9 +318,7 @@ def report(label: str, retrieval: dict[str, dict], scored: dict[str, Retrieved],
         rows = {"retrieval alone (cosine, whole bank)": retrieval[name]}
         for method, scores in bank_fusion.fusions(r, fusion.cosine_centre, prior_centre).items():
             rows[method] = bank_fusion.ranked_metrics(scores, r.hits, r.kept)
-        rows[f"served: {bank_fusion.linear_name(fusion.cosine_weight)}"] = bank_fusion.ranked_metrics(
-            fusion.fuse(r.logits, r.cosines), r.hits, r.kept
-        )
+        rows[served_name(fusion)] = bank_fusion.ranked_metrics(bank_fusion.fused(r, fusion), r.hits, r.kept)
         columns[name] = rows
     print(f"\n### {label}\n")
     print(bank_fusion.table(columns))
@@ -325,6 +327,11 @@ def report(label: str, retrieval: dict[str, dict], scored: dict[str, Retrieved],
     print(f"\nqueries with a good reply in the top {scored[next(iter(scored))].hits.shape[1]}: {found}")
     print(f"retrieved responses masked as a repeat of a turn: {masked}")
     return columns
+
+
+def served_name(fusion: Fusion) -> str:
+    """The fitted fusion's row name."""
+    return f"served: {bank_fusion.linear_name(fusion.cosine_weight, fusion.hubness_weight)}"
 
 
 def write_fusion(directory: Path, fusion: Fusion) -> Path:
@@ -386,7 +393,7 @@ def evaluate_retriever(
     print(bank_fusion.table(bank_fusion.transfer(scored, fusion.cosine_centre)))
     print("\ncalibration of the fused scores (labels: a query's own good replies):\n")
     print(bank_fusion.table(checks, keys=("ece", "abstention_accuracy", "threshold", "mean_top_score")))
-    served = f"served: {bank_fusion.linear_name(fusion.cosine_weight)}"
+    served = served_name(fusion)
     for name, rows in columns.items():
         summary[name][f"{spec.name}: retrieval alone"] = rows["retrieval alone (cosine, whole bank)"]
         summary[name][f"{spec.name}: ranker alone over its top {args.k}"] = rows["ranker alone"]

@@ -1,7 +1,8 @@
 """The arithmetic of a bank's final ranking: metrics of reranked lists, fusions, their fit, calibration.
 
 A dev bank query's retrieved list is ``k`` bank responses, nearest first, each with its cosine,
-the ranker's logit (views combined, as served) and each view's; ``hits`` marks the query's own
+the ranker's logit (views combined, as served) and each view's, the response's centred hubness in
+the bank (:mod:`dialogue_ranker.serving.banks.hubness`); ``hits`` marks the query's own
 good replies, ``kept`` the responses the service ranks (not masked as a repeat of a turn: a
 Topical-Chat bank holds the conversation's own earlier turns, at cosine 1 with the query). Every
 fusion maps those to one score per response; the list is then ordered by it (ties keep the
@@ -26,6 +27,8 @@ from dialogue_ranker.serving.fusion import Fusion
 WEIGHTS = (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 15.0, 20.0, 30.0, 50.0)
 #: Reciprocal rank fusion's constant (the usual 60).
 RRF_K = 60
+#: Hubness weights tried, as multiples of the cosine weight (CSLS subtracts it at 1).
+HUBNESS_RATIOS = (0.0, 0.5, 0.75, 1.0, 1.25, 1.5)
 #: Prior weights tried for ``logit - beta * (prior - centre) + w * cosine``.
 PRIOR_WEIGHTS = (0.5, 1.0)
 
@@ -41,6 +44,8 @@ class Retrieved:
     views: np.ndarray
     hits: np.ndarray
     kept: np.ndarray
+    #: (queries x k): each retrieved response's centred hubness in its bank.
+    hubness: np.ndarray
 
     @property
     def prior(self) -> np.ndarray:
@@ -54,9 +59,7 @@ class Retrieved:
 
     def subset(self, rows: np.ndarray) -> Retrieved:
         """The given queries only."""
-        return Retrieved(
-            self.cosines[rows], self.logits[rows], self.views[rows], self.hits[rows], self.kept[rows]
-        )
+        return Retrieved(*(getattr(self, f)[rows] for f in RETRIEVED_FIELDS))
 
 
 def ranked_metrics(scores: np.ndarray, hits: np.ndarray, kept: np.ndarray | None = None) -> dict[str, float]:
@@ -95,11 +98,21 @@ def without_prior(r: Retrieved, beta: float, centre: float) -> np.ndarray:
     return r.logits - beta * np.nan_to_num(r.prior - centre, nan=0.0)
 
 
+def fused(r: Retrieved, fusion: Fusion) -> np.ndarray:
+    """The final scores ``fusion`` gives ``r``'s lists, as the service computes them."""
+    return fusion.fuse(r.logits, r.cosines, r.hubness)
+
+
 def fusions(r: Retrieved, centre: float, prior_centre: float) -> dict[str, np.ndarray]:
-    """Every fusion tried, by name: the ranker, each linear weight, rank fusion, the prior removed."""
+    """Every fusion tried, by name: the ranker, linear weights, hubness, rank fusion, the prior removed."""
     out = {"retrieval alone, its top k": r.cosines, "ranker alone": r.logits}
+    out["cosine - hubness, its top k"] = r.cosines - r.hubness
     for w in WEIGHTS[1:]:
         out[linear_name(w)] = Fusion(cosine_weight=w, cosine_centre=centre).fuse(r.logits, r.cosines)
+    for w in (8.0, 12.0, 20.0):
+        for ratio in HUBNESS_RATIOS[1:]:
+            fusion = Fusion(cosine_weight=w, cosine_centre=centre, hubness_weight=ratio * w)
+            out[linear_name(w, ratio * w)] = fused(r, fusion)
     out["rank fusion (1/(60+rank), both)"] = reciprocal_rank_fusion(r)
     if not np.isnan(r.prior).all():
         for beta in PRIOR_WEIGHTS:
@@ -109,9 +122,10 @@ def fusions(r: Retrieved, centre: float, prior_centre: float) -> dict[str, np.nd
     return out
 
 
-def linear_name(weight: float) -> str:
+def linear_name(weight: float, hubness_weight: float = 0.0) -> str:
     """A linear fusion's row name."""
-    return f"logit + {weight:g} x cosine"
+    name = f"logit + {weight:g} x cosine"
+    return f"{name} - {hubness_weight:g} x hubness" if hubness_weight else name
 
 
 def pooled(retrieved: Sequence[Retrieved]) -> Retrieved:
@@ -119,7 +133,7 @@ def pooled(retrieved: Sequence[Retrieved]) -> Retrieved:
     return Retrieved(*(np.concatenate([getattr(r, f) for r in retrieved]) for f in RETRIEVED_FIELDS))
 
 
-RETRIEVED_FIELDS = ("cosines", "logits", "views", "hits", "kept")
+RETRIEVED_FIELDS = ("cosines", "logits", "views", "hits", "kept", "hubness")
 
 
 def centre_of(retrieved: Sequence[Retrieved]) -> float:
@@ -128,34 +142,39 @@ def centre_of(retrieved: Sequence[Retrieved]) -> float:
     return round(float(r.cosines[r.kept].mean()), 4)
 
 
-def fit_weight(
-    retrieved: Sequence[Retrieved], centre: float, weights: Sequence[float] = WEIGHTS
-) -> tuple[float, float]:
-    """The cosine weight of best mean MRR over the datasets (ties: the smaller weight), and that MRR.
+def fit_weights(
+    retrieved: Sequence[Retrieved],
+    centre: float,
+    weights: Sequence[float] = WEIGHTS,
+    ratios: Sequence[float] = HUBNESS_RATIOS,
+) -> tuple[Fusion, float]:
+    """The fusion of best mean MRR over the datasets, and that MRR.
 
-    A mean over datasets, not over their pooled queries: a bank of many queries does not outvote
-    another.
+    Tried: each cosine weight ``w`` with each hubness weight ``ratio x w``; ties go to the smaller
+    cosine weight, then the smaller hubness weight. A mean over datasets, not over their pooled
+    queries: a bank of many queries does not outvote another.
     """
-    best: tuple[float, float] | None = None
+    best: tuple[Fusion, float] | None = None
     for w in weights:
-        fusion = Fusion(cosine_weight=w, cosine_centre=centre)
-        mrr = float(np.mean([ranked_metrics(fusion.fuse(r.logits, r.cosines), r.hits, r.kept)["mrr"]
-                             for r in retrieved]))  # fmt: skip
-        if best is None or mrr > best[1] + 1e-9:
-            best = (w, mrr)
+        for ratio in ratios:
+            fusion = Fusion(cosine_weight=w, cosine_centre=centre, hubness_weight=ratio * w)
+            mrr = float(np.mean([ranked_metrics(fused(r, fusion), r.hits, r.kept)["mrr"] for r in retrieved]))
+            if best is None or mrr > best[1] + 1e-9:
+                best = (fusion, mrr)
     assert best is not None
     return best
 
 
 def transfer(scored: dict[str, Retrieved], centre: float) -> dict[str, dict[str, dict[str, float]]]:
-    """The weight fitted on each dataset alone, and what it gives on every dataset (does it transfer?)."""
+    """The weights fitted on each dataset alone, and what they give on every dataset (do they transfer?)."""
     columns: dict[str, dict[str, dict[str, float]]] = {name: {} for name in scored}
     for fit_name, r in scored.items():
-        weight, _ = fit_weight([r], centre)
-        fusion = Fusion(cosine_weight=weight, cosine_centre=centre)
+        fusion, _ = fit_weights([r], centre)
+        name_of = linear_name(fusion.cosine_weight, fusion.hubness_weight)
         for name, x in scored.items():
-            measured = ranked_metrics(fusion.fuse(x.logits, x.cosines), x.hits, x.kept)
-            columns[name][f"fitted on {fit_name}: {linear_name(weight)}"] = measured
+            columns[name][f"fitted on {fit_name}: {name_of}"] = ranked_metrics(
+                fused(x, fusion), x.hits, x.kept
+            )
     return columns
 
 
@@ -190,13 +209,13 @@ def calibration_rows(
     r: Retrieved, fusion: Fusion, bundle_map: Calibrator, bundle_threshold: float
 ) -> dict[str, dict[str, float]]:
     """ECE and abstention accuracy of the ranker's logits and the fused scores under each map."""
-    fused = fusion.fuse(r.logits, r.cosines)
+    scores = fused(r, fusion)
     rows: dict[str, tuple[np.ndarray, float]] = {
         "ranker alone, the bundle's map": (bundle_map(r.logits), bundle_threshold),
-        "fused, the bundle's map": (bundle_map(fused), bundle_threshold),
+        "fused, the bundle's map": (bundle_map(scores), bundle_threshold),
     }
     if fusion.calibration is not None and fusion.threshold is not None:
-        rows["fused, the bank's own map"] = (fusion.calibration(fused), fusion.threshold)
+        rows["fused, the bank's own map"] = (fusion.calibration(scores), fusion.threshold)
     return {name: _calibration(probs, r, t) for name, (probs, t) in rows.items()}
 
 
@@ -212,9 +231,9 @@ def _calibration(probs: np.ndarray, r: Retrieved, threshold: float) -> dict[str,
 
 def bank_map(r: Retrieved, fusion: Fusion) -> tuple[Calibrator, float]:
     """A Platt map fitted on fused scores and hits, and the threshold of best abstention under it."""
-    fused = fusion.fuse(r.logits, r.cosines)
-    calibration = fit_platt(fused[r.kept], r.hits[r.kept].astype(int))
-    return calibration, best_threshold(calibration(fused), r.hits, r.kept)
+    scores = fused(r, fusion)
+    calibration = fit_platt(scores[r.kept], r.hits[r.kept].astype(int))
+    return calibration, best_threshold(calibration(scores), r.hits, r.kept)
 
 
 def table(

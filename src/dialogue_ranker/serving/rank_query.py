@@ -30,9 +30,11 @@ class Candidate:
     text: str
     generator: str | None = None
     action: str | None = None
-    #: The bank it was retrieved from (None: the request's own), and its cosine with the query.
+    #: The bank it was retrieved from (None: the request's own), its cosine with the query, and its
+    #: centred hubness in the bank (0: a request's own, or a fusion that does not use it).
     bank: str | None = None
     retrieval_score: float | None = None
+    hubness: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

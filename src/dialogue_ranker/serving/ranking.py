@@ -189,7 +189,9 @@ class Ranker:
             query.bank, query.turns, k=query.retrieve_k, explicit=len(query.candidates), own=own
         )
         drawn = [
-            Candidate(r.entry.id, r.entry.text, r.entry.generator, r.entry.action, query.bank, r.cosine)
+            Candidate(
+                r.entry.id, r.entry.text, r.entry.generator, r.entry.action, query.bank, r.cosine, r.hubness
+            )
             for r in retrieved
         ]
         mine = list(query.candidates)
@@ -199,10 +201,15 @@ class Ranker:
 
     def _fused(self, query: RankQuery, scored: list[int], logits: np.ndarray) -> np.ndarray:
         """A bank request's logits fused with their candidates' cosines (any other request's as they are)."""
-        if query.bank is None or self.banks is None or self.banks.fusion.cosine_weight == 0:
+        fusion = None if query.bank is None or self.banks is None else self.banks.fusion
+        if fusion is None or (fusion.cosine_weight == 0 and fusion.hubness_weight == 0):
             return logits
-        cosines = [query.candidates[i].retrieval_score for i in scored]
-        return self.banks.fusion.fuse(logits, np.asarray(cosines, dtype=np.float32))
+        # A request's own candidates have no cosine when the fusion does not weigh it (never read then).
+        cosines = [query.candidates[i].retrieval_score or 0.0 for i in scored]
+        hubness = [query.candidates[i].hubness for i in scored]
+        return fusion.fuse(
+            logits, np.asarray(cosines, dtype=np.float32), np.asarray(hubness, dtype=np.float32)
+        )
 
     def _calibration(self, query: RankQuery) -> tuple[Calibrator, float]:
         """The map and threshold a request's scores are read with: a bank fusion's own, else the bundle's."""

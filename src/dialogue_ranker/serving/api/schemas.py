@@ -217,7 +217,7 @@ class RankedCandidateOut(BaseModel):
     logit: float = Field(
         description="The model's raw output, the calibration's input (with the model's last-turn view, a "
         "multi-turn request's full-context and last-turn logits averaged; with a bank, fused with "
-        "retrieval_score as the retrieval encoder's fusion says)."
+        "retrieval_score, less a bank response's hubness, as the retrieval encoder's fusion says)."
     )
     generator: str | None = None
     action: str | None = None

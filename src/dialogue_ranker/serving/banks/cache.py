@@ -4,8 +4,10 @@ One ``.npz`` per bank, ``<bank name>-<key>.bank-vectors.npz``, in ``banks.cache_
 default) next to the bank file. The key is a SHA-256 of what the vectors depend on: the bank's
 texts in order, the encoder's identity (its graph's and tokenizer's digests, its max length) and
 this file's layout. So a changed text or encoder misses and re-embeds; an edited id, action or
-generator does not. A write goes to a temporary file renamed into place (a reader never sees half
-a file) and removes the bank's older files; a directory that cannot be written costs only the cache.
+generator does not. The file also keeps the bank's hubness (``hubness-<neighbours>``) once a fusion
+has needed it: it follows from the vectors alone. A write goes to a temporary file renamed into
+place (a reader never sees half a file) and removes the bank's older files; a directory that cannot
+be written costs only the cache.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import hashlib
 import logging
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -68,13 +71,31 @@ class EmbeddingCache:
             return None
         return QuantizedVectors(codes=codes.astype(np.int8, copy=False), scales=scales.astype(np.float32))
 
-    def save(self, bank: Bank, key: str, vectors: QuantizedVectors) -> Path | None:
-        """Keep ``vectors`` under ``key`` and drop the bank's older files; None when it cannot write."""
+    def load_hubness(self, bank: Bank, key: str, neighbours: int) -> np.ndarray | None:
+        """The kept hubness over ``neighbours`` (None: not kept, or not one value per response)."""
+        path = self.path(bank, key)
+        try:
+            with np.load(path, allow_pickle=False) as stored:
+                if str(stored["key"]) != key or f"hubness-{neighbours}" not in stored:
+                    return None
+                values = stored[f"hubness-{neighbours}"]
+        except (OSError, ValueError, KeyError):
+            return None  # load() has already said why the file is unreadable
+        return values.astype(np.float32, copy=False) if values.shape == (bank.size,) else None
+
+    def save(
+        self, bank: Bank, key: str, vectors: QuantizedVectors, hubness: Mapping[int, np.ndarray] | None = None
+    ) -> Path | None:
+        """Keep ``vectors`` (and ``hubness`` by neighbours) under ``key`` and drop the bank's older files.
+
+        None when it cannot write.
+        """
         path = self.path(bank, key)
         temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp.npz")
+        extra = {f"hubness-{neighbours}": values for neighbours, values in (hubness or {}).items()}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            np.savez(temporary, key=np.array(key), codes=vectors.codes, scales=vectors.scales)
+            np.savez(temporary, key=np.array(key), codes=vectors.codes, scales=vectors.scales, **extra)
             os.replace(temporary, path)
         except OSError as e:
             logger.warning("bank cache not written bank=%s path=%s error=%s", bank.name, path, e)

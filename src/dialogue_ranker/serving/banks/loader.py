@@ -28,6 +28,7 @@ from dialogue_ranker.serving.banks.bank_file import Bank, BankEntry
 from dialogue_ranker.serving.banks.cache import EmbeddingCache, cache_key
 from dialogue_ranker.serving.banks.configured import read_banks, retriever_of
 from dialogue_ranker.serving.banks.encoder import EmbeddingStopped, TextEncoder, retrieval_query
+from dialogue_ranker.serving.banks.hubness import hubness
 from dialogue_ranker.serving.banks.index import ExactIndex, QuantizedVectors
 from dialogue_ranker.serving.cpu import available_cpus, intra_op_threads
 from dialogue_ranker.serving.errors import NotReady, UnknownBank
@@ -60,6 +61,8 @@ class ServedBank:
     state: BankState = BankState.WAITING
     embedded: int = 0
     index: ExactIndex | None = None
+    #: Each response's centred hubness (None: the fusion does not use it).
+    hubness: np.ndarray | None = None
     from_cache: bool | None = None
     embedded_at: dt.datetime | None = None
     seconds: float | None = None
@@ -77,10 +80,11 @@ class ServedBank:
 
 @dataclass(frozen=True, slots=True)
 class Retrieved:
-    """A bank response near a request's query, and its cosine with it."""
+    """A bank response near a request's query, its cosine with it, and its centred hubness."""
 
     entry: BankEntry
     cosine: float
+    hubness: float = 0.0
 
 
 def _now() -> dt.datetime:
@@ -208,8 +212,11 @@ class BankSet:
         rows, cosines, own_cosines = await loop.run_in_executor(
             self.executor, self._search, served, query, k, own
         )
-        entries = served.bank.entries
-        drawn = [Retrieved(entries[row], float(cosine)) for row, cosine in zip(rows, cosines, strict=True)]
+        entries, hubness = served.bank.entries, served.hubness
+        drawn = [
+            Retrieved(entries[row], float(cosine), 0.0 if hubness is None else float(hubness[row]))
+            for row, cosine in zip(rows, cosines, strict=True)
+        ]
         return drawn, [float(c) for c in own_cosines]
 
     def _search(
@@ -258,6 +265,7 @@ class BankSet:
             floats = self.encoder.embed_all(bank.texts, progress=_Progress(self, served), stop=self._stop)
             vectors = QuantizedVectors.from_float(floats)
             written = self.cache.save(bank, key, vectors)
+        served.hubness = self._hubness(served, key, vectors)
         served.index = ExactIndex(vectors)
         served.seconds, served.embedded, served.from_cache = (
             time.perf_counter() - started,
@@ -274,6 +282,21 @@ class BankSet:
             bank.name, bank.size, source, served.seconds, vectors.nbytes / 1e6,
             written or self.cache.path(bank, key),
         )  # fmt: skip
+
+    def _hubness(self, served: ServedBank, key: str, vectors: QuantizedVectors) -> np.ndarray | None:
+        """The bank's hubness when the fusion subtracts it: from the cache, else computed and kept there."""
+        fusion, bank = self.fusion, served.bank
+        if fusion.hubness_weight == 0:
+            return None
+        neighbours = fusion.hubness_neighbours
+        values = self.cache.load_hubness(bank, key, neighbours)
+        if values is None:
+            started = time.perf_counter()
+            values = hubness(vectors, neighbours)
+            self.cache.save(bank, key, vectors, {neighbours: values})
+            logger.info("bank hubness bank=%s neighbours=%d seconds=%.2f", bank.name, neighbours,
+                        time.perf_counter() - started)  # fmt: skip
+        return values
 
     async def close(self) -> None:
         """Stop the embedding (at its next call) and drop the encoder."""
