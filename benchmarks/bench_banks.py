@@ -105,7 +105,8 @@ def serve(args: argparse.Namespace, extra: list[str]) -> tuple[subprocess.Popen,
     started = time.perf_counter()
     process = subprocess.Popen(command, env=env)
     url = f"http://127.0.0.1:{port}"
-    wait_http(f"{url}/readyz", process, "the service")
+    # A cold 100,000-response bank embeds for minutes on 2 cores before /readyz says ready.
+    wait_http(f"{url}/readyz", process, "the service", timeout_s=1800)
     return process, url, time.perf_counter() - started
 
 

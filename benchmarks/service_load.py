@@ -37,8 +37,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_http(url: str, process: subprocess.Popen, what: str) -> None:
-    deadline = time.monotonic() + 120
+def wait_http(url: str, process: subprocess.Popen, what: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise SystemExit(f"{what} exited with {process.returncode}")
