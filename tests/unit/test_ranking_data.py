@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -356,3 +357,41 @@ def test_to_json_keeps_optional_fields_only_when_set() -> None:
     ).to_json()
     assert row["candidates"] == [{"text": "a", "label": 1}, {"text": "b", "label": 0, "action": "x"}]
     assert "situations" not in row
+
+
+def test_short_reply_lists_are_the_full_mix_lists_whose_true_reply_is_short(tmp_path: Path) -> None:
+    source = topical_chat_fixture(tmp_path / "tc")
+    path = source / "conversations" / "valid_freq.json"
+    convs = json.loads(path.read_text())
+    for i, turn in enumerate(convs["c3"]["content"]):  # the jazz conversation's replies: 10 words
+        turn["message"] = f"jazz turn {i} goes on about the players and clubs"
+    path.write_text(json.dumps(convs))
+    mix = ["--negatives", "nearby:1,same-entity:1,random:2"]
+    full, short = tmp_path / "full.jsonl", tmp_path / "short.jsonl"
+    assert convert.main(["topical-chat", str(source), str(full), *mix]) == 0
+    options = ["--reply-max-words", "5", "--drop-negatives", "nearby"]
+    assert convert.main(["topical-chat", str(source), str(short), *mix, *options]) == 0
+    expected = [
+        dataclasses.replace(x, candidates=tuple(c for c in x.candidates if c.generator != "nearby"))
+        for x in read_lists(full)
+        if len(next(c for c in x.candidates if c.label == 1).text.split()) <= 5
+    ]
+    assert read_lists(short) == expected
+    assert {x.group for x in expected} == {"topical-chat-c1", "topical-chat-c2"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        (["sugar", "--reply-max-words", "5"], "--reply-max-words is for topical-chat, not sugar"),
+        (["topical-chat", "--reply-max-words", "0"], "--reply-max-words 0 is not >= 1"),
+        (["topical-chat", "--drop-negatives", "nearby,far"], "--drop-negatives 'far' is not one of"),
+    ],
+)
+def test_the_short_reply_options_are_refused_where_they_do_not_apply(
+    tmp_path: Path, capsys: pytest.CaptureFixture, argv: list[str], problem: str
+) -> None:
+    dataset, *options = argv
+    with pytest.raises(SystemExit):
+        convert.main([dataset, str(tmp_path), str(tmp_path / "out.jsonl"), *options])
+    assert problem in capsys.readouterr().err

@@ -97,6 +97,8 @@ class Plan:
     def _convert(self, name: str, conv: Conversion) -> list[str]:
         argv = ["convert", conv.dataset, conv.source, f"{self.stage_dir(DATA_STAGE)}/.partial/{name}"]
         argv += ["--negatives", conv.negatives] if conv.negatives else []
+        argv += ["--reply-max-words", str(conv.reply_max_words)] if conv.reply_max_words else []
+        argv += ["--drop-negatives", conv.drop_negatives] if conv.drop_negatives else []
         return argv + (["--group-by", conv.group_by] if conv.group_by else [])
 
     def _command(self, stage: _Stage) -> list[str]:

@@ -70,11 +70,17 @@ class Conversion(_Strict):
     negatives: str | None = None
     #: SUGAR only: ``request`` splits by request text (``ranker convert --group-by``).
     group_by: Literal["example", "request"] | None = None
+    #: Topical-Chat only: lists whose true reply has at most this many words, and mined negative
+    #: kinds left out (``ranker convert --reply-max-words``, ``--drop-negatives``).
+    reply_max_words: int | None = Field(default=None, ge=1)
+    drop_negatives: str | None = None
 
     @model_validator(mode="after")
-    def _grouping_is_sugars(self) -> Conversion:
+    def _options_fit_the_dataset(self) -> Conversion:
         if self.group_by is not None and self.dataset != "sugar":
             raise ValueError("group_by is for dataset 'sugar'")
+        if (self.reply_max_words is not None or self.drop_negatives) and self.dataset != "topical-chat":
+            raise ValueError("reply_max_words and drop_negatives are for dataset 'topical-chat'")
         return self
 
 

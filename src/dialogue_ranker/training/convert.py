@@ -95,6 +95,21 @@ def build_parser() -> argparse.ArgumentParser:
         + " (default: none)",
     )
     parser.add_argument(
+        "--reply-max-words",
+        type=int,
+        default=None,
+        metavar="N",
+        help="topical-chat: only the turns whose true reply has at most N words (short replies that "
+        "are right, against long wrong ones)",
+    )
+    parser.add_argument(
+        "--drop-negatives",
+        default=None,
+        metavar="KIND,...",
+        help="topical-chat: leave out the mined negatives of these kinds (after they are drawn: the "
+        "other lists and candidates stay as the mix gives them)",
+    )
+    parser.add_argument(
         "--group-by",
         choices=SUGAR_GROUPINGS,
         default=None,
@@ -118,6 +133,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(str(e))
     if args.group_by is not None and args.dataset != "sugar":
         parser.error(f"--group-by is for sugar, not {args.dataset}")
+    for flag in ("reply_max_words", "drop_negatives"):
+        if getattr(args, flag) is not None and args.dataset != "topical-chat":
+            parser.error(f"--{flag.replace('_', '-')} is for topical-chat, not {args.dataset}")
+    if args.reply_max_words is not None and args.reply_max_words < 1:
+        parser.error(f"--reply-max-words {args.reply_max_words} is not >= 1")
+    if args.drop_negatives is not None:
+        dropped = frozenset(k.strip() for k in args.drop_negatives.split(",") if k.strip())
+        if unknown := sorted(dropped - set(NEGATIVE_KINDS)):
+            parser.error(f"--drop-negatives {unknown[0]!r} is not one of {', '.join(NEGATIVE_KINDS)}")
+        args.drop_negatives = dropped
     if not args.source.exists():
         parser.error(f"{args.source} does not exist")
     return args
@@ -130,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         extra: dict = {"negatives": args.negatives} if args.negatives is not None else {}
         if args.group_by is not None:
             extra["group_by"] = args.group_by
+        if args.reply_max_words is not None:
+            extra["reply_max_words"] = args.reply_max_words
+        if args.drop_negatives is not None:
+            extra["drop_negatives"] = args.drop_negatives
         count = write_lists(args.out, CONVERTERS[args.dataset](args.source, **extra))
     except (OSError, ValueError, KeyError, TypeError) as e:
         problem = f"{type(e).__name__}: {e}"

@@ -207,9 +207,20 @@ class NegativeMiner:
 
 
 def convert_topical_chat(
-    directory: Path, *, seed: int = 0, negatives: dict[str, int] | None = None
+    directory: Path,
+    *,
+    seed: int = 0,
+    negatives: dict[str, int] | None = None,
+    reply_max_words: int | None = None,
+    drop_negatives: frozenset[str] = frozenset(),
 ) -> Iterator[RankingList]:
-    """Topical-Chat turns as ranking lists with mined negatives (see the module doc)."""
+    """Topical-Chat turns as ranking lists with mined negatives (see the module doc).
+
+    ``reply_max_words``: only the lists whose true reply has at most that many words;
+    ``drop_negatives``: the mined negatives of those kinds left out. Both filter the lists once
+    they are drawn, so the rest are the very lists (same candidates, same order) the mix gives
+    without them.
+    """
     mix = dict(NEGATIVES if negatives is None else negatives)
     rng = random.Random(seed)
     chat = read_topical_chat(directory)
@@ -225,6 +236,9 @@ def convert_topical_chat(
                 situations = tuple(chat.leads[conv_id].get(responder, [])[:MAX_SITUATIONS])
             candidates = [Candidate(true_text, 1, "human"), *found]
             rng.shuffle(candidates)
+            if reply_max_words is not None and len(true_text.split()) > reply_max_words:
+                continue
+            candidates = [c for c in candidates if c.generator not in drop_negatives]
             yield RankingList(
                 context=tuple(
                     Turn("bot" if x["agent"] == responder else "user", x["message"].strip()) for x in context
