@@ -453,3 +453,25 @@ def test_the_person_s_pick_ranks_first(results, body, pick, request):
 def test_the_hot_room_request_does_not_abstain(results):
     """The window is a good answer: the service must not abstain on it."""
     assert results["hot-room"]["abstain"] is False, results["hot-room"]
+
+
+@pytest.mark.xfail(strict=True, reason="model 2.8.0 ranks the non sequitur first (-0.78 against -1.20)")
+def test_a_bare_hot_room_request_gets_the_window_over_a_non_sequitur(model_dir: Path) -> None:
+    """Two candidates, no statements: the fitting offer must beat a reply about something else.
+
+    Kept apart from ``CASES`` (whose count the README and the model card quote per version): found
+    by trying the service by hand after 2.8.0 shipped, on ONNX Runtime and OpenVINO alike.
+    """
+    import asyncio
+
+    candidates = ["I like trains.", "Shall I open the window for you?"]
+    body = {"context": "It is so hot in here.", "candidates": candidates}
+
+    async def rank() -> dict:
+        async with serve_in_process(create_app(Settings(model=model_dir, backend="onnx"))) as client:
+            response = await client.post("/rank", json=body)
+            assert response.status_code == 200, response.text
+            return response.json()
+
+    answer = asyncio.run(rank())
+    assert answer["ranking"][0]["id"] == "1", answer["ranking"]
