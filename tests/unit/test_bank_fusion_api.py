@@ -140,3 +140,29 @@ async def test_a_bank_response_loses_its_hubness_and_the_hubness_is_kept_in_the_
         hub = 0.0 if r["bank"] is None else float(kept[row_of[r["id"]]])
         assert r["logit"] == pytest.approx(0.5 + 10.0 * (r["retrieval_score"] - 0.3) - 4.0 * hub, abs=1e-4)
     assert np.ptp(kept) > 0.01  # the bank's responses do differ in hubness
+
+
+async def test_vectors_cached_before_a_fusion_used_hubness_are_kept_and_the_hubness_added_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    bank = write_bank(tmp_path / "support.jsonl", SUPPORT_BANK)
+    plain = with_fused_retriever(tmp_path / "plain", {**FUSION})  # no hubness: the file holds vectors only
+    async with serve_in_process(app(plain, f"support={bank}")) as client:
+        await wait_banks_ready(client)
+    (cached,) = tmp_path.glob(f"support-*{SUFFIX}")
+    with np.load(cached) as stored:
+        assert not [name for name in stored.files if name.startswith("hubness")]
+    hubs = with_fused_retriever(tmp_path / "hubs", {**FUSION, "hubness_weight": 4.0, "hubness_neighbours": 3})
+    computed = []
+    for _ in range(2):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="dialogue_ranker.serving.banks.loader"):
+            async with serve_in_process(app(hubs, f"support={bank}")) as client:
+                listed = (await wait_banks_ready(client))["data"][0]
+        assert listed["from_cache"] is True  # the vectors are never embedded again
+        computed.append("bank hubness bank=support neighbours=3" in caplog.text)
+    assert computed == [True, False]
+    with np.load(cached) as stored:
+        np.testing.assert_array_equal(
+            stored["hubness-3"], hubness(QuantizedVectors(stored["codes"], stored["scales"]), 3)
+        )

@@ -208,13 +208,14 @@ class BankEvaluation:
         self.cache.save(bank, key, vectors)
         return vectors
 
-    def retrieve(self, data: Dataset) -> tuple[dict[str, float], np.ndarray, np.ndarray, np.ndarray]:
-        """Retrieval alone over the whole bank; each query's k nearest rows, their cosines, which are kept.
+    def retrieve(
+        self, data: Dataset, vectors: QuantizedVectors
+    ) -> tuple[dict[str, float], np.ndarray, np.ndarray, np.ndarray]:
+        """Retrieval alone over the bank's ``vectors``; each query's k nearest rows, cosines, which are kept.
 
         A response that repeats a turn of the query's context is masked, as the service masks it
         (``ranking.mask_repeats``): never ranked, so never found by retrieval alone either.
         """
-        vectors = self.vectors(data)
         lists = [data.bank.lists[i] for i in data.queries]
         turns = self.spec.query_turns
         queries = self.encoder.embed_all([retrieval_query(x.context, last_turns=turns) for x in lists])
@@ -239,7 +240,8 @@ class BankEvaluation:
 
     def score(self, data: Dataset) -> tuple[dict[str, float], Retrieved]:
         """Retrieval alone, and the k nearest responses scored by the ranker as a bank request is."""
-        whole, rows, cosines, kept = self.retrieve(data)
+        vectors = self.vectors(data)
+        whole, rows, cosines, kept = self.retrieve(data, vectors)
         lists = []
         for query, row in zip(data.queries, rows, strict=True):
             x, answers = data.bank.lists[query], data.bank.answers[query]
@@ -247,7 +249,7 @@ class BankEvaluation:
             lists.append(RankingList(x.context, candidates, x.group, x.situations))
         logits, views = self.logits(lists, data.name)
         hits = np.array([[c.label == 1 for c in x.candidates] for x in lists], dtype=bool)
-        hubs = hubness(self.vectors(data), Fusion().hubness_neighbours)[rows]  # as the service computes it
+        hubs = hubness(vectors, Fusion().hubness_neighbours)[rows]  # as the service computes it
         return whole, Retrieved(cosines.astype(np.float32), logits, views, hits & kept, kept, hubs)
 
     def logits(self, lists: list[RankingList], name: str) -> tuple[np.ndarray, np.ndarray]:

@@ -264,8 +264,15 @@ class BankSet:
             logger.info("bank embedding bank=%s responses=%d", bank.name, bank.size)
             floats = self.encoder.embed_all(bank.texts, progress=_Progress(self, served), stop=self._stop)
             vectors = QuantizedVectors.from_float(floats)
-            written = self.cache.save(bank, key, vectors)
-        served.hubness = self._hubness(served, key, vectors)
+            kept = {}
+            if self.fusion.hubness_weight > 0:  # one write: the vectors with the hubness
+                served.hubness = kept[self.fusion.hubness_neighbours] = self._hubness(bank, vectors)
+            written = self.cache.save(bank, key, vectors, kept)
+        elif self.fusion.hubness_weight > 0:
+            served.hubness = self.cache.load_hubness(bank, key, self.fusion.hubness_neighbours)
+            if served.hubness is None:  # cached before a fusion used it: computed once and kept
+                served.hubness = self._hubness(bank, vectors)
+                self.cache.save(bank, key, vectors, {self.fusion.hubness_neighbours: served.hubness})
         served.index = ExactIndex(vectors)
         served.seconds, served.embedded, served.from_cache = (
             time.perf_counter() - started,
@@ -283,19 +290,12 @@ class BankSet:
             written or self.cache.path(bank, key),
         )  # fmt: skip
 
-    def _hubness(self, served: ServedBank, key: str, vectors: QuantizedVectors) -> np.ndarray | None:
-        """The bank's hubness when the fusion subtracts it: from the cache, else computed and kept there."""
-        fusion, bank = self.fusion, served.bank
-        if fusion.hubness_weight == 0:
-            return None
-        neighbours = fusion.hubness_neighbours
-        values = self.cache.load_hubness(bank, key, neighbours)
-        if values is None:
-            started = time.perf_counter()
-            values = hubness(vectors, neighbours)
-            self.cache.save(bank, key, vectors, {neighbours: values})
-            logger.info("bank hubness bank=%s neighbours=%d seconds=%.2f", bank.name, neighbours,
-                        time.perf_counter() - started)  # fmt: skip
+    def _hubness(self, bank: Bank, vectors: QuantizedVectors) -> np.ndarray:
+        """The bank's hubness over the fusion's neighbours, computed (logged with its seconds)."""
+        neighbours, started = self.fusion.hubness_neighbours, time.perf_counter()
+        values = hubness(vectors, neighbours)
+        logger.info("bank hubness bank=%s neighbours=%d seconds=%.2f", bank.name, neighbours,
+                    time.perf_counter() - started)  # fmt: skip
         return values
 
     async def close(self) -> None:
