@@ -28,6 +28,7 @@ from dialogue_ranker.serving.batching.backend_calls import Encoded
 from dialogue_ranker.serving.calibration import Calibrator
 from dialogue_ranker.serving.encoding import OffLoopEncoder
 from dialogue_ranker.serving.errors import BackendTimeout, UnknownBank
+from dialogue_ranker.serving.fusion import Fusion
 from dialogue_ranker.serving.guidelines import Guidelines, MaskReason
 from dialogue_ranker.serving.logit_cache import Kept, LogitCache
 from dialogue_ranker.serving.metrics import Metrics
@@ -201,7 +202,7 @@ class Ranker:
 
     def _fused(self, query: RankQuery, scored: list[int], logits: np.ndarray) -> np.ndarray:
         """A bank request's logits fused with their candidates' cosines (any other request's as they are)."""
-        fusion = None if query.bank is None or self.banks is None else self.banks.fusion
+        fusion = self._fusion_of(query)
         if fusion is None or (fusion.cosine_weight == 0 and fusion.hubness_weight == 0):
             return logits
         # A request's own candidates have no cosine when the fusion does not weigh it (never read then).
@@ -211,9 +212,13 @@ class Ranker:
             logits, np.asarray(cosines, dtype=np.float32), np.asarray(hubness, dtype=np.float32)
         )
 
+    def _fusion_of(self, query: RankQuery) -> Fusion | None:
+        """The bank fusion a request's scores go through (None: a request without a bank)."""
+        return None if query.bank is None or self.banks is None else self.banks.fusion
+
     def _calibration(self, query: RankQuery) -> tuple[Calibrator, float]:
         """The map and threshold a request's scores are read with: a bank fusion's own, else the bundle's."""
-        fusion = None if query.bank is None or self.banks is None else self.banks.fusion
+        fusion = self._fusion_of(query)
         if fusion is not None and fusion.calibration is not None and fusion.threshold is not None:
             return fusion.calibration, fusion.threshold
         return self.bundle.calibration, self.bundle.threshold
