@@ -20,6 +20,8 @@ PRECISION = {
     "int8_dynamic": "int8 (dynamic, per-channel weights; one request's sequence per call)",
     "int8_blockwise": "int8 (weights in blocks of 128, activations quantized per token and block; "
     "MatMulNBits, accuracy level 4)",
+    "int8_blockwise_asymmetric": "int8 (weights in blocks of 128 with a scale and zero point each, "
+    "activations quantized per token and block; MatMulNBits, accuracy level 4)",
     "int8_static": "int8 (static QDQ, MatMul only)",
     "fp16_weights": "fp16 matrix weights (cast to fp32 at load; computed in fp32), int8 embedding tables",
 }

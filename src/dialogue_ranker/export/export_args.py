@@ -8,7 +8,14 @@ from __future__ import annotations
 import argparse
 
 #: The graphs the export can build, in the order it builds them.
-VARIANTS = ("fp32", "int8_dynamic", "int8_blockwise", "int8_static", "fp16_weights")
+VARIANTS = (
+    "fp32",
+    "int8_dynamic",
+    "int8_blockwise",
+    "int8_blockwise_asymmetric",
+    "int8_static",
+    "fp16_weights",
+)
 
 
 def build_parser(description: str | None) -> argparse.ArgumentParser:

@@ -1,7 +1,8 @@
 """The export's graphs: the fp32 ONNX graph of the model, then its int8 variants.
 
-Dynamic int8 (per-channel weights), blockwise int8 (MatMulNBits) and static int8 (QDQ, MatMul
-only, calibrated on situated dev requests), as ``--variants`` asks.
+Dynamic int8 (per-channel weights), blockwise int8 (MatMulNBits, symmetric or with zero points),
+fp16 matrix weights and static int8 (QDQ, MatMul only, calibrated on situated dev requests), as
+``--variants`` asks.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ def build_variants(
         paths["int8_dynamic"] = quantize.dynamic_int8(paths["fp32"], build / "ranker.int8-dynamic.onnx")
     if "int8_blockwise" in variants:
         paths["int8_blockwise"] = quantize.blockwise_int8(paths["fp32"], build / "ranker.int8-blockwise.onnx")
+    if "int8_blockwise_asymmetric" in variants:
+        paths["int8_blockwise_asymmetric"] = quantize.blockwise_int8(
+            paths["fp32"], build / "ranker.int8-blockwise-asymmetric.onnx", symmetric=False
+        )
     if "fp16_weights" in variants:
         paths["fp16_weights"] = quantize.fp16_weights(paths["fp32"], build / "ranker.fp16-weights.onnx")
     if "int8_static" in variants:

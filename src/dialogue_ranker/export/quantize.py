@@ -51,7 +51,9 @@ def _root_logging_kept() -> Iterator[None]:
         root.setLevel(level)
 
 
-def blockwise_int8(model_path: str | Path, path: str | Path, *, block_size: int = 128) -> Path:
+def blockwise_int8(
+    model_path: str | Path, path: str | Path, *, block_size: int = 128, symmetric: bool = True
+) -> Path:
     """Blockwise int8: weights in blocks along the input axis, activations per token and block.
 
     ``MatMulNBits`` with 8 bits and ``accuracy_level`` 4 (int8 dot products; activations quantized
@@ -66,12 +68,20 @@ def blockwise_int8(model_path: str | Path, path: str | Path, *, block_size: int 
     situated requests (the export's measure on this CPU; 0.76x on DailyDialog++'s shorter ones).
     Leaving the feed-forward MatMuls of the dynamic graph in fp32 recovered less (0.716 / 0.707) at
     twice the size and the same speed; 4-bit blocks of 32 lost more (0.679 / 0.634).
+
+    ``symmetric=False`` gives each block a zero point as well as a scale (its range, not its
+    largest magnitude, spans the codes): another grid than the symmetric one. That is what a
+    stage trained on from a symmetric graph needs (``--init-bundle``): its weights start on the
+    symmetric grid and move by less than a step, so the symmetric quantizer rounds the moves back
+    (2.9.0's stage: dev situation flip 0.845 in fp16, 0.724 symmetric int8, 2.8.0's 0.719), while
+    the other grid keeps them (0.843) at 0.94x the symmetric graph's speed here (AMD EPYC, ONNX
+    Runtime 1.23, 2 threads; the fp16-weights graph 0.81x).
     """
     path = Path(path)
     with _root_logging_kept():
         from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
     quantizer = MatMulNBitsQuantizer(
-        onnx.load(str(model_path)), bits=8, block_size=block_size, is_symmetric=True, accuracy_level=4
+        onnx.load(str(model_path)), bits=8, block_size=block_size, is_symmetric=symmetric, accuracy_level=4
     )
     quantizer.process()
     blocked = path.with_suffix(".matmul-only.onnx")

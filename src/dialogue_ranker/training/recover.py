@@ -52,18 +52,22 @@ def nbits_weight(node: onnx.NodeProto, tensors: dict[str, np.ndarray]) -> tuple[
 
     The symmetric quantizer scales a block by its largest magnitude over -2^(bits-1) and clamps
     to 2^(bits-1) - 1, so a weight of the other sign near that magnitude lands in the top code,
-    whose cell runs a half step further up: up to 2^(bits-1) steps.
+    whose cell runs a half step further up: up to 2^(bits-1) steps. With zero points (a block's
+    range spans the codes, ``blockwise_int8(symmetric=False)``) every cell is a step wide.
     """
     attrs = {a.name: a.i for a in node.attribute}
-    if len(node.input) > 3 and node.input[3]:
-        raise SystemExit(f"{node.name}: zero points in the graph are not supported (symmetric only)")
     if attrs["bits"] not in NBITS_ZERO_POINT:
         raise SystemExit(f"{node.name}: {attrs['bits']}-bit blocks are not supported")
     rows, cols, block = attrs["N"], attrs["K"], attrs["block_size"]
-    zero = NBITS_ZERO_POINT[attrs["bits"]]
-    steps = tensors[node.input[1]].reshape(rows, -1, block).astype(np.float32) - zero
+    codes = tensors[node.input[1]].reshape(rows, -1, block).astype(np.float32)
     scales = tensors[node.input[2]].reshape(rows, -1, 1)
-    top = np.where(steps == zero - 1, steps + 1, steps + 0.5)
+    if len(node.input) > 3 and node.input[3]:  # 8-bit zero points: a byte per block
+        steps = codes - tensors[node.input[3]].reshape(rows, -1, 1).astype(np.float32)
+        top = steps + 0.5
+    else:
+        zero = NBITS_ZERO_POINT[attrs["bits"]]
+        steps = codes - zero
+        top = np.where(steps == zero - 1, steps + 1, steps + 0.5)
     ends = [((steps - 0.5) * scales).reshape(rows, -1)[:, :cols], (top * scales).reshape(rows, -1)[:, :cols]]
     return np.minimum(*ends), np.maximum(*ends)  # a negative scale swaps the ends
 
