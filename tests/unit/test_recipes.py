@@ -11,7 +11,8 @@ from dialogue_ranker.recipes.runner import MARKER, Plan, Runner
 from dialogue_ranker.recipes.schema import RecipeError, parse_recipe
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED = REPO / "recipes" / "dialogue-minilm-l6-2.8.0.toml"
+SHIPPED = REPO / "recipes" / "dialogue-minilm-l6-2.8.0.toml"  # two branches, GPU stages: the fixtures' recipe
+CURRENT = REPO / "recipes" / "dialogue-minilm-l6-2.9.0.toml"  # the shipped model's, a stage on top of 2.8.0
 CPU = REPO / "recipes" / "dialogue-minilm-l6-cpu.toml"
 
 TINY = """
@@ -124,6 +125,25 @@ def test_the_shipped_recipe_is_the_old_makefile_as_data(tmp_path):
     assert argv_of(plan, "card") == ["card", f"{d}/bundle"]
     text = SHIPPED.read_text()
     assert "git show" not in text and "recover" not in text
+
+
+def test_the_2_9_0_recipe_trains_on_top_of_2_8_0_and_exports_on_another_int8_grid(tmp_path):
+    """2.9.0 starts from 2.8.0's graph (from git, not models/, which holds 2.9.0 itself) and must not
+    ship 2.8.0's symmetric int8 grid, which rounds the stage's moves back."""
+    plan = Plan(fake_repo(tmp_path, CURRENT.read_text()))
+    recipe = plan.recipe
+    assert (recipe.name, recipe.version) == ("dialogue-minilm-l6", "2.9.0")
+    assert "git archive model-2.8.0 models/dialogue-minilm-l6" in CURRENT.read_text()
+    assert all(s.runs_on == "cpu" for s in recipe.stages)
+    trains = [s for s in recipe.stages if s.kind == "train"]
+    assert [s.seed for s in trains] == [14, 15]
+    assert {s.init_bundle for s in trains} == {"runs/dialogue-minilm-l6-2.8.0"}
+    assert "sugar-flip.jsonl:4" in trains[0].data and "tc-short-positive.jsonl:1" in trains[0].data
+    assert recipe.data["tc-short-positive.jsonl"].drop_negatives == "short,nearby"
+    export = " ".join(argv_of(plan, "bundle"))
+    assert "--run runs/dialogue-minilm-l6-2.9.0/short-s14 " in export and "--version 2.9.0 " in export
+    assert "--variants int8_blockwise_asymmetric " in export and "models/" not in export
+    assert "--last-turn-weight 0.5" in export and "--prior-weight 0.2" in export
 
 
 def test_the_cpu_recipe_runs_on_cpu_within_the_hour():
