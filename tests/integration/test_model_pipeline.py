@@ -635,6 +635,22 @@ def test_a_training_file_is_credited_to_its_dataset_by_name():
     assert dataset_of("sugarcane")[1:] == ("?", "?") and dataset_of("my-logs") == ("my-logs", "?", "?")
 
 
+def test_a_training_file_whose_name_says_nothing_is_credited_by_its_lists_group(tmp_path):
+    """2.9.0's ``tc-short-positive.jsonl`` is Topical-Chat: its lists' groups say so; others stay unknown."""
+    pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    from dialogue_ranker.export.run_stages import DATASETS, dataset_of
+
+    def lists(name: str, group: str):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text(json.dumps({"context": [], "candidates": [], "group": group}) + "\n")
+        return path
+
+    assert dataset_of("tc-short", lists("tc-short", "topical-chat-t_a2b7")) == DATASETS["topical-chat"]
+    assert dataset_of("flips", lists("flips", "sugar-request: Make coffee?")) == DATASETS["sugar"]
+    assert dataset_of("mine", lists("mine", "support-ticket-12"))[1:] == ("?", "?")
+    assert dataset_of("gone", tmp_path / "absent.jsonl")[1:] == ("?", "?")
+
+
 def test_export_of_an_unfinished_run_says_so_without_a_traceback(tmp_path):
     """A run directory without config.json (training still running, or killed) is refused by name."""
     pytest.importorskip("torch", reason="training extras (torch) are not installed")

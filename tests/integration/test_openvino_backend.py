@@ -15,7 +15,7 @@ from helpers import serve_in_process
 from test_onnx_ranking import SUGAR_LIKE
 
 from dialogue_ranker.serving.app import create_app
-from dialogue_ranker.serving.backends import factory
+from dialogue_ranker.serving.backends import auto, factory
 from dialogue_ranker.serving.backends import openvino as openvino_module
 from dialogue_ranker.serving.backends.onnx import OnnxBackend
 from dialogue_ranker.serving.backends.openvino import OpenVinoBackend, openvino_available
@@ -124,8 +124,12 @@ async def test_auto_checks_every_runtime_and_reports_its_choice(model_dir: Path)
     assert choice["mode"] == "auto" and listed["backend"] == choice["backend"]
     trials = {(t["runtime"], t["precision"]): t for t in choice["trials"]}
     assert trials[("onnx", "int8")]["accepted"] and trials[("openvino", "f32")]["accepted"]
-    chosen = max((t for t in trials.values() if t["accepted"]), key=lambda t: t["candidates_per_s"])
-    assert (chosen["runtime"], chosen["precision"]) == (choice["backend"], choice["precision"])
+    # The fastest serves, or of those within TIE_MARGIN of it (timing noise), the nearest fp32.
+    accepted = [t for t in trials.values() if t["accepted"]]
+    fastest = max(t["candidates_per_s"] for t in accepted)
+    near = [t for t in accepted if t["candidates_per_s"] >= (1 - auto.TIE_MARGIN) * fastest]
+    chosen = min(near, key=lambda t: t["mean_abs_diff"] or 0.0)
+    assert (chosen["runtime"], chosen["precision"]) == (choice["backend"], choice["precision"]), trials
     assert all(b["ranking"] for b in bodies)
 
 

@@ -7,6 +7,8 @@ members under ``interpolation`` (``ranker interpolate --with``) and an output en
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 DATASETS = {
@@ -25,12 +27,19 @@ DATASETS = {
 }
 
 
-def dataset_of(name: str) -> tuple[str, str, str]:
+def dataset_of(name: str, file: str | Path | None = None) -> tuple[str, str, str]:
     """Dataset, licence and attribution of a training file, by its name; ``?`` when unknown.
 
-    ``topical-chat-fact`` is a Topical-Chat conversion with another negative mix.
+    ``topical-chat-fact`` is a Topical-Chat conversion with another negative mix. A name that says
+    nothing (``tc-short-positive``) is credited by its lists' ``group``, which every converter
+    prefixes with its dataset (``topical-chat-t_...``, ``sugar-request: ...``), when ``file`` can
+    be read; never by a guess.
     """
     known = [key for key in DATASETS if name == key or name.startswith(key + "-")]
+    if not known and file is not None and Path(file).is_file():
+        with Path(file).open(encoding="utf-8") as lines:
+            group = str(json.loads(next(lines, "{}") or "{}").get("group", ""))
+        known = [key for key in DATASETS if group.startswith((key + "-", key + ":"))]
     return DATASETS[max(known, key=len)] if known else (name, "?", "?")
 
 

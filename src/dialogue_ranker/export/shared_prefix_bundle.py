@@ -62,7 +62,7 @@ def training_data_rows(config: dict[str, Any]) -> list[dict[str, Any]]:
             "stage": stage,
             "file": Path(d["file"]).name,
             "weight": d["weight"],
-            **dict(zip(("dataset", "license", "attribution"), dataset_of(d["name"]), strict=True)),
+            **dict(zip(("dataset", "license", "attribution"), dataset_of(d["name"], d["file"]), strict=True)),
         }
         for stage, stage_config in stage_rows(config)
         for d in stage_config["data"]
