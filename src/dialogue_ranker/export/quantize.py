@@ -75,7 +75,7 @@ def blockwise_int8(
     symmetric grid and move by less than a step, so the symmetric quantizer rounds the moves back
     (2.9.0's stage: dev situation flip 0.845 in fp16, 0.724 symmetric int8, 2.8.0's 0.719), while
     the other grid keeps them (0.843) at 0.94x the symmetric graph's speed here (AMD EPYC, ONNX
-    Runtime 1.23, 2 threads; the fp16-weights graph 0.81x).
+    Runtime 1.32, 2 threads; the fp16-weights graph 0.81x).
     """
     path = Path(path)
     with _root_logging_kept():
@@ -109,9 +109,10 @@ def fp16_weights(model_path: str | Path, path: str | Path) -> Path:
 
     For a model trained on from a shipped int8 graph: its weights start on that graph's grid, and
     a short stage moves them by less than a step (the situation stage of
-    ``docs/research/2026-11-26-situation-contrast.md``: at most 8e-4), so an int8
-    graph of the result rounds most of them back and scores as the old model did (its dev: the
-    situation-flip accuracy 0.852 in fp32, 0.700 blockwise int8, 2.8.0's 0.719). fp16 keeps such
+    ``docs/research/2026-11-26-situation-contrast.md``: at most 8e-4), so an int8 graph of the
+    result on the same grid rounds most of them back and scores as the old model did (its dev: the
+    situation-flip accuracy 0.852 in fp32, 0.700 blockwise int8, 2.8.0's 0.719); another grid keeps
+    them (:func:`blockwise_int8` with ``symmetric=False``, what 2.9.0 ships). fp16 keeps such
     moves (a step of 2^-11 relative). The ``Cast`` of each weight is folded when ONNX Runtime or
     OpenVINO loads the graph, so it computes as the fp32 graph does, at about half its size; the
     embedding tables are int8 with one scale per table, as in :func:`blockwise_int8`.
