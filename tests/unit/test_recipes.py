@@ -11,8 +11,8 @@ from dialogue_ranker.recipes.runner import MARKER, Plan, Runner
 from dialogue_ranker.recipes.schema import RecipeError, parse_recipe
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED = REPO / "recipes" / "dialogue-minilm-l6-2.8.0.toml"  # two branches, GPU stages: the fixtures' recipe
-CURRENT = REPO / "recipes" / "dialogue-minilm-l6-2.9.0.toml"  # the shipped model's, a stage on top of 2.8.0
+RECIPE_2_8_0 = REPO / "recipes" / "dialogue-minilm-l6-2.8.0.toml"  # two branches, two GPU stages
+RECIPE_2_9_0 = REPO / "recipes" / "dialogue-minilm-l6-2.9.0.toml"  # shipped: a stage on top of 2.8.0
 CPU = REPO / "recipes" / "dialogue-minilm-l6-cpu.toml"
 
 TINY = """
@@ -71,8 +71,8 @@ def mark_done(plan: Plan, upto: str) -> None:
 # -- the recipes in recipes/ --
 
 
-def test_the_shipped_recipe_is_the_old_makefile_as_data(tmp_path):
-    plan = Plan(fake_repo(tmp_path, SHIPPED.read_text()))
+def test_the_2_8_0_recipe_is_the_old_makefile_as_data(tmp_path):
+    plan = Plan(fake_repo(tmp_path, RECIPE_2_8_0.read_text()))
     recipe = plan.recipe
     assert (recipe.name, recipe.version) == ("dialogue-minilm-l6", "2.8.0")
     assert plan.out_rel == "runs/dialogue-minilm-l6"
@@ -103,7 +103,7 @@ def test_the_shipped_recipe_is_the_old_makefile_as_data(tmp_path):
     for flag, value in [("--distill-weight", "0.7"), ("--batch-lists", "16"), ("--lr", "4e-05"),
                         ("--dev-lists", "100")]:  # fmt: skip
         assert distilled[distilled.index(flag) + 1] == value
-    assert "stopped at step 461" in SHIPPED.read_text()
+    assert "stopped at step 461" in RECIPE_2_8_0.read_text()
     export = " ".join(argv_of(plan, "bundle"))
     assert export.startswith(f"export --run {d}/distilled --out {d}/bundle ")
     assert (
@@ -123,17 +123,17 @@ def test_the_shipped_recipe_is_the_old_makefile_as_data(tmp_path):
         f"--out-md {d}/bundle/eval-sugar-settings.md"
     )
     assert argv_of(plan, "card") == ["card", f"{d}/bundle"]
-    text = SHIPPED.read_text()
+    text = RECIPE_2_8_0.read_text()
     assert "git show" not in text and "recover" not in text
 
 
 def test_the_2_9_0_recipe_trains_on_top_of_2_8_0_and_exports_on_another_int8_grid(tmp_path):
     """2.9.0 starts from 2.8.0's graph (from git, not models/, which holds 2.9.0 itself) and must not
     ship 2.8.0's symmetric int8 grid, which rounds the stage's moves back."""
-    plan = Plan(fake_repo(tmp_path, CURRENT.read_text()))
+    plan = Plan(fake_repo(tmp_path, RECIPE_2_9_0.read_text()))
     recipe = plan.recipe
     assert (recipe.name, recipe.version) == ("dialogue-minilm-l6", "2.9.0")
-    assert "git archive model-2.8.0 models/dialogue-minilm-l6" in CURRENT.read_text()
+    assert "git archive model-2.8.0 models/dialogue-minilm-l6" in RECIPE_2_9_0.read_text()
     assert all(s.runs_on == "cpu" for s in recipe.stages)
     trains = [s for s in recipe.stages if s.kind == "train"]
     assert [s.seed for s in trains] == [14, 15]
@@ -246,11 +246,11 @@ def test_the_command_line_reports_a_bad_recipe_with_status_2(tmp_path, capsys):
 # -- GPU stages --
 
 
-def test_the_shipped_recipe_is_refused_without_a_cuda_gpu_before_anything_runs(tmp_path, capsys, monkeypatch):
+def test_the_2_8_0_recipe_is_refused_without_a_cuda_gpu_before_anything_runs(tmp_path, capsys, monkeypatch):
     from dialogue_ranker.recipes import runner
 
     monkeypatch.setattr(runner, "cuda_available", lambda: False)
-    recipe = fake_repo(tmp_path, SHIPPED.read_text())
+    recipe = fake_repo(tmp_path, RECIPE_2_8_0.read_text())
     with pytest.raises(SystemExit) as e:
         cli.main(["run", str(recipe)])
     assert e.value.code == 3
@@ -264,7 +264,7 @@ def test_cuda_is_looked_for_only_when_a_gpu_stage_is_pending(tmp_path):
     def no_torch_please() -> bool:
         raise AssertionError("torch was asked about CUDA")
 
-    plan = Plan(fake_repo(tmp_path, SHIPPED.read_text()))
+    plan = Plan(fake_repo(tmp_path, RECIPE_2_8_0.read_text()))
     runner = Runner(plan, stdout=io.StringIO(), cuda=no_torch_please)
     mark_done(plan, "distilled")  # both GPU stages done: only CPU stages are pending
     assert runner.refusals(runner.pending(), allow_slow=False) == []
@@ -282,7 +282,7 @@ def test_cuda_is_looked_for_only_when_a_gpu_stage_is_pending(tmp_path):
 
 
 def test_show_says_which_stages_are_done_and_why_the_others_are_pending(tmp_path, capsys):
-    plan = Plan(fake_repo(tmp_path, SHIPPED.read_text()))
+    plan = Plan(fake_repo(tmp_path, RECIPE_2_8_0.read_text()))
     mark_done(plan, "b-2")
     (plan.out / "b-2" / MARKER).write_text(json.dumps({"config_hash": "stale", "seconds": 3}))
     (plan.out / "open-1").mkdir()  # interrupted: a folder, no marker
@@ -302,7 +302,7 @@ def test_show_says_which_stages_are_done_and_why_the_others_are_pending(tmp_path
 
 
 def test_from_reruns_a_stage_only_when_the_ones_before_it_are_done(tmp_path):
-    plan = Plan(fake_repo(tmp_path, SHIPPED.read_text()))
+    plan = Plan(fake_repo(tmp_path, RECIPE_2_8_0.read_text()))
     runner = Runner(plan, stdout=io.StringIO())
     with pytest.raises(RecipeError, match="earlier stages are not done: data, b-1"):
         runner.pending("b-2")
