@@ -72,6 +72,18 @@ def test_the_situation_flip_metric_counts_the_best_reply_against_each_flipped_on
     assert evaluate([plain], [np.array([0.9, 0.1])], 0.5)["situation_flip"] is None
 
 
+def test_contradicted_replies_are_counted_apart_from_situation_flips() -> None:
+    x = ranking_list(
+        Candidate("best", 2),
+        Candidate("bad", 0),
+        Candidate("their best", 0, "situation-flip"),
+        Candidate("a reason the statements deny", 0, "contradicted"),
+    )
+    result = evaluate([x], [np.array([0.6, 0.1, 0.5, 0.7])], 0.5)
+    assert (result["situation_flip"], result["situation_flip_pairs"]) == (1.0, 1)
+    assert (result["contradicted"], result["contradicted_pairs"]) == (0.0, 1)
+
+
 
 def test_models_side_by_side_show_each_metric_and_the_difference() -> None:
     from dialogue_ranker.evaluation.domains import side_by_side

@@ -311,6 +311,37 @@ def test_situation_flip_negatives_are_the_same_request_s_opposite_best_replies(t
     ]
 
 
+def test_contradicted_negatives_put_a_decliner_s_reason_said_the_other_way_among_the_statements(
+    tmp_path: Path,
+) -> None:
+    accepted = sugar_row(4) | {"s.sents": [f"statement {i}" for i in range(11)] + ["The tap works."]}
+    declined = sugar_row(5) | {
+        "polarity": "no",
+        "r": "Sorry, the tap is broken. Shall I bring juice instead?",
+        "s.sents": [f"statement {i}" for i in range(11)] + ["The tap is broken."],
+        "s.gold.sents.indices": [3, 11],
+    }
+    source = tmp_path / "sugar.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in (accepted, declined)))
+    out = tmp_path / "out.jsonl"
+    argv = ["sugar", str(source), str(out), "--negatives", "contradicted:1,situation-flip:1"]
+    assert convert.main(argv) == 0
+    accepting, declining = read_lists(out)
+    # The accepting list: one statement more, relevant, saying the decliner's reason the other way;
+    # the decliner's reply is wrong there, and it is not drawn again as a situation-flip negative.
+    assert len(accepting.situations) == 13
+    added = [s for s in accepting.situations if s not in accepted["s.sents"]]
+    assert added == ["The tap is not broken."]
+    assert accepting.situations.index(added[0]) in accepting.relevant_situations
+    relevant = {accepting.situations[i] for i in accepting.relevant_situations}
+    assert relevant == {"statement 3", "statement 7", added[0]}
+    wrong = [(c.text, c.label, c.generator) for c in accepting.candidates[3:]]
+    assert wrong == [("Sorry, the tap is broken. Shall I bring juice instead?", 0, "contradicted")]
+    # The declining list is as situation-flip makes it: its statements untouched.
+    assert declining.situations == tuple(declined["s.sents"])
+    assert [c.generator for c in declining.candidates[3:]] == ["situation-flip"]
+
+
 def test_group_by_is_for_sugar_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = tmp_path / "dd.jsonl"
     source.write_text("{}\n")

@@ -146,9 +146,13 @@ class ListScorer:
         return score_grouped(lambda pairs: score(ranker, encoder, pairs, batch_size=self.batch_size), groups)
 
 
-def situation_flips(x: RankingList, p: np.ndarray) -> tuple[float, int]:
-    """Pairs won by the list's best reply (its first top-graded one) against its ``situation-flip`` ones."""
-    flipped = [s for s, c in zip(p, x.candidates, strict=True) if c.generator == "situation-flip"]
+def pairs_won(x: RankingList, p: np.ndarray, generator: str = "situation-flip") -> tuple[float, int]:
+    """Pairs won by the list's best reply (its first top-graded one) against its ``generator`` ones.
+
+    ``situation-flip``: the same request's replies for the opposite situation; ``contradicted``:
+    those whose reason a statement of the list says the other way.
+    """
+    flipped = [s for s, c in zip(p, x.candidates, strict=True) if c.generator == generator]
     if not flipped:
         return 0.0, 0
     gains = [c.gain for c in x.candidates]
@@ -164,6 +168,7 @@ def evaluate(
     flat_p, flat_y, grades = [], [], []
     agreeing, pairs = 0.0, 0
     flips_won, flips = 0.0, 0
+    contradictions_won, contradictions = 0.0, 0
     for x, p in zip(lists, probs, strict=True):
         gains = [c.gain for c in x.candidates]
         appropriate = [c.appropriate for c in x.candidates]
@@ -184,8 +189,10 @@ def evaluate(
             )
             if value is not None:
                 out.append(value)
-        won, n = situation_flips(x, p)
+        won, n = pairs_won(x, p, "situation-flip")
         flips_won, flips = flips_won + won, flips + n
+        won, n = pairs_won(x, p, "contradicted")
+        contradictions_won, contradictions = contradictions_won + won, contradictions + n
 
     def mean(values: list[float]) -> float | None:
         return round(float(np.mean(values)), 4) if values else None
@@ -201,6 +208,8 @@ def evaluate(
         "pair_agreement": round(agreeing / pairs, 4) if pairs else None,
         "situation_flip": round(flips_won / flips, 4) if flips else None,
         "situation_flip_pairs": flips,
+        "contradicted": round(contradictions_won / contradictions, 4) if contradictions else None,
+        "contradicted_pairs": contradictions,
         "ece": round(metrics.expected_calibration_error(flat_p, flat_y), 4),
         "abstention_accuracy": round(
             metrics.abstention_accuracy([q.tolist() for q in probs], grades, threshold), 4
@@ -217,6 +226,7 @@ COLUMNS = (
     "auc_random",
     "pair_agreement",
     "situation_flip",
+    "contradicted",
     "ece",
     "abstention_accuracy",
 )
@@ -226,9 +236,9 @@ def markdown(model: str, results: dict[str, dict]) -> str:
     """One table: a row per dataset."""
     head = (
         "| dataset | lists | P@1 | nDCG@3 | MRR | R@1 of 10 | AUC adv. | AUC random | pairs agreed |"
-        " situation flip | ECE | abstention acc. |"
+        " situation flip | contradicted | ECE | abstention acc. |"
     )
-    rows = [f"Model `{model}`.", "", head, "|" + " --- |" * 12]
+    rows = [f"Model `{model}`.", "", head, "|" + " --- |" * 13]
     for name, r in results.items():  # files written before a column existed show it empty
         cells = ["-" if r.get(c) is None else f"{r[c]:.3f}" for c in COLUMNS]
         rows.append(f"| {name} | {r['lists']} | " + " | ".join(cells) + " |")

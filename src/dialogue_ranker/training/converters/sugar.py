@@ -8,7 +8,11 @@ reply, to something else) and ``situation-flip`` (the best reply of another exam
 same request whose situation calls for the opposite answer, accept against decline: the same
 words asked, only the statements tell the two replies apart). An example with such partners
 gets their replies in its own list, and each partner's list gets this one's (the mirrored
-contrast), so both orders of a pair are trained and measured. CC BY-SA 4.0.
+contrast), so both orders of a pair are trained and measured. ``contradicted`` goes one step
+further for accepting examples: a declining partner's reason, said the other way ("The store is
+not closed."), joins the statements, and the partner's reply joins the candidates, so the wrong
+reply names a statement that is there and says the opposite
+(:mod:`~dialogue_ranker.training.converters.contradiction`). CC BY-SA 4.0.
 
 ``group_by``: ``example`` (each example its own group, how models up to 2.8.0 split SUGAR) or
 ``request`` (:func:`dialogue_ranker.data.sugar.sugar_group`).
@@ -20,12 +24,17 @@ import random
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dialogue_ranker.data.ranking_data import Candidate, RankingList
+from dialogue_ranker.training.converters.contradiction import negate, reason_statement
 from dialogue_ranker.training.converters.negatives import take_negatives
 
+if TYPE_CHECKING:
+    from dialogue_ranker.data.sugar import SugarExample
+
 #: Wrong replies ``--negatives`` can add to SUGAR lists (none by default).
-SUGAR_NEGATIVE_KINDS = ("statement", "other-reply", "situation-flip")
+SUGAR_NEGATIVE_KINDS = ("statement", "other-reply", "situation-flip", "contradicted")
 
 
 def convert_sugar(
@@ -59,6 +68,15 @@ def convert_sugar(
             for x in by_request[example.request]
             if x.index != example.index and x.polarity != example.polarity
         ]
+        statements, gold = list(example.statements), list(example.gold)
+        if example.polarity == "yes" and mix.get("contradicted", 0):
+            decliners = [x for x in by_request[example.request] if x.polarity != "yes"]
+            for reply, statement in _contradictions(rng, decliners, mix["contradicted"], seen):
+                at = rng.randint(0, len(statements))
+                statements.insert(at, statement)
+                gold = [i + (i >= at) for i in gold] + [at]
+                seen.add(reply.lower())
+                added.append(Candidate(reply, 0, "contradicted"))
         take_negatives(rng, flips, mix.get("situation-flip", 0), "situation-flip", seen, added)
         others = [text for index, text in best_replies if index != example.index]
         # A few more than asked for: another request's best reply can repeat one of this list's.
@@ -72,8 +90,22 @@ def convert_sugar(
         )
         yield RankingList(
             context=tuple(example.turns),
-            situations=example.statements,
-            relevant_situations=example.gold,
+            situations=tuple(statements),
+            relevant_situations=tuple(sorted(gold)),
             candidates=(*candidates, *added),
             group=sugar_group(example, group_by),
         )
+
+
+def _contradictions(
+    rng: random.Random, decliners: list[SugarExample], n: int, seen: set[str]
+) -> list[tuple[str, str]]:
+    """Up to ``n`` (declining reply, its reason said the other way) from ``decliners``."""
+    pairs = []
+    for x in decliners:
+        reason = reason_statement(x.best_reply, x.statements, x.gold)
+        opposite = negate(reason) if reason else None
+        if opposite and x.best_reply.lower() not in seen:
+            pairs.append((x.best_reply, opposite))
+    pairs = list(dict(pairs).items())  # one statement per reply
+    return rng.sample(pairs, min(n, len(pairs)))
