@@ -10,13 +10,17 @@ from dialogue_ranker.training.converters.contradiction import negate, reason_sta
 @pytest.mark.parametrize(
     ("statement", "opposite"),
     [
-        ("The bike store is closed.", "The bike store is not closed."),
+        ("The bike store is closed.", "The bike store is open."),
+        ("The concert is canceled tonight.", "The concert is going ahead tonight."),
+        ("[user]'s pen is out of ink.", "[user]'s pen has plenty of ink."),
+        ("The music player is tangled up.", "The music player is not tangled up."),
         ("[user]'s stove is not working.", "[user]'s stove is working."),
         ("The coffee maker isn't working.", "The coffee maker is working."),
         ("There are no extra blankets in the house.", "There are some extra blankets in the house."),
         ("[user] has run out of coffee.", "[user] has not run out of coffee."),
         ("[user] has a broken camera.", "[user] does not have a broken camera."),
-        ("[user] doesn't have keys.", "[user] does have keys."),
+        ("[user] doesn't have keys.", "[user] has keys."),
+        ("[user] does not have an umbrella.", "[user] has an umbrella."),
         ("There is nothing in the fridge.", "There is something in the fridge."),
     ],
 )

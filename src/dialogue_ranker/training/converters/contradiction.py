@@ -19,8 +19,33 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+#: Said the other way in a word where one exists ("The store is closed." -> "The store is open."),
+#: which reads as a person states a situation; elsewhere "not" goes in.
+_OPPOSITES = {
+    "closed": "open",
+    "shut": "open",
+    "broken": "working",
+    "jammed": "working",
+    "locked": "unlocked",
+    "dirty": "clean",
+    "unavailable": "available",
+    "blocked": "clear",
+    "empty": "full",
+    "dead": "charged",
+    "canceled": "going ahead",
+    "cancelled": "going ahead",
+    "sold out": "in stock",
+}
+_OPPOSITE = re.compile(
+    r"\b(is|are|was|were)((?: currently| now| all)?) (" + "|".join(map(re.escape, _OPPOSITES)) + r")\b"
+)
+#: "The pen is out of ink." -> "The pen has plenty of ink."
+_OUT_OF = re.compile(r"\b(is|are) (?:all |currently )?out of\b")
+_HAVE_PLENTY = {"is": "has plenty of", "are": "have plenty of"}
 #: Contractions and negatives undone first: the statement already says "not".
 _UNDO = (
+    (r"\b(?:does not|doesn't) have\b", "has"),
+    (r"\b(?:do not|don't) have\b", "have"),
     (r"\bisn't\b", "is"),
     (r"\baren't\b", "are"),
     (r"\bwasn't\b", "was"),
@@ -63,6 +88,13 @@ def negate(statement: str) -> str | None:
     """``statement`` said the other way, or None where the rules cannot say it."""
     if _UNTURNABLE.search(statement):
         return None
+    opposite = _OPPOSITE.search(statement)
+    if opposite and " not " not in statement:
+        word = _OPPOSITES[opposite.group(3)]
+        return statement[: opposite.start(3)] + word + statement[opposite.end(3) :]
+    out_of = _OUT_OF.search(statement)
+    if out_of:
+        return statement[: out_of.start()] + _HAVE_PLENTY[out_of.group(1)] + statement[out_of.end() :]
     for pattern, replacement in _UNDO:
         if re.search(pattern, statement, re.IGNORECASE):
             return re.sub(pattern, replacement, statement, count=1, flags=re.IGNORECASE)
