@@ -342,6 +342,22 @@ def test_contradicted_negatives_put_a_decliner_s_reason_said_the_other_way_among
     assert [c.generator for c in declining.candidates[3:]] == ["situation-flip"]
 
 
+def test_a_plain_yes_is_acceptable_where_the_example_accepts_and_wrong_where_it_declines(
+    tmp_path: Path,
+) -> None:
+    from dialogue_ranker.training.converters.sugar import PLAIN_YES
+
+    declined = sugar_row(5) | {"polarity": "no", "r": "Sorry, the tap is broken. Juice instead?"}
+    source = tmp_path / "sugar.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in (sugar_row(4), declined)))
+    out = tmp_path / "out.jsonl"
+    assert convert.main(["sugar", str(source), str(out), "--negatives", "plain-yes:2"]) == 0
+    accepting, declining = read_lists(out)
+    for x, label in ((accepting, 1), (declining, 0)):
+        plain = [c for c in x.candidates if c.generator == "plain-yes"]
+        assert len(plain) == 2 and all(c.text in PLAIN_YES and c.label == label for c in plain)
+
+
 def test_group_by_is_for_sugar_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = tmp_path / "dd.jsonl"
     source.write_text("{}\n")

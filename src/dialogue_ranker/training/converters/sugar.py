@@ -12,7 +12,9 @@ contrast), so both orders of a pair are trained and measured. ``contradicted`` g
 further for accepting examples: a declining partner's reason, said the other way ("The store is
 not closed."), joins the statements, and the partner's reply joins the candidates, so the wrong
 reply names a statement that is there and says the opposite
-(:mod:`~dialogue_ranker.training.converters.contradiction`). CC BY-SA 4.0.
+(:mod:`~dialogue_ranker.training.converters.contradiction`). ``plain-yes`` adds a bare yes
+(:data:`PLAIN_YES`), acceptable where the example accepts and wrong where it declines (so not
+always a wrong reply, despite the option's name). CC BY-SA 4.0.
 
 ``group_by``: ``example`` (each example its own group, how models up to 2.8.0 split SUGAR) or
 ``request`` (:func:`dialogue_ranker.data.sugar.sugar_group`).
@@ -34,7 +36,21 @@ if TYPE_CHECKING:
     from dialogue_ranker.data.sugar import SugarExample
 
 #: Wrong replies ``--negatives`` can add to SUGAR lists (none by default).
-SUGAR_NEGATIVE_KINDS = ("statement", "other-reply", "situation-flip", "contradicted")
+SUGAR_NEGATIVE_KINDS = ("statement", "other-reply", "situation-flip", "contradicted", "plain-yes")
+#: ``plain-yes``: a bare compliance, written here (no dataset's text). Acceptable (label 1) where the
+#: example accepts, wrong (label 0) where it declines: the same words, right or wrong by the
+#: statements alone. SUGAR's accepting replies all offer something more ("Sure, ... Would you
+#: like ...?"), so without these a plain "Done, it's booked." reads as worse than any decline.
+PLAIN_YES = (
+    "Done!",
+    "Sure, right away.",
+    "Okay, it's done.",
+    "All set, it's taken care of.",
+    "Of course, doing it now.",
+    "Sure thing, I'm on it.",
+    "Done, you're all set.",
+    "Okay, I've done that for you.",
+)
 
 
 def convert_sugar(
@@ -78,6 +94,8 @@ def convert_sugar(
                 seen.add(reply.lower())
                 added.append(Candidate(reply, 0, "contradicted"))
         take_negatives(rng, flips, mix.get("situation-flip", 0), "situation-flip", seen, added)
+        for text in rng.sample(PLAIN_YES, min(mix.get("plain-yes", 0), len(PLAIN_YES))):
+            added.append(Candidate(text, int(example.polarity == "yes"), "plain-yes"))
         others = [text for index, text in best_replies if index != example.index]
         # A few more than asked for: another request's best reply can repeat one of this list's.
         take_negatives(
