@@ -358,6 +358,38 @@ def test_a_plain_yes_is_acceptable_where_the_example_accepts_and_wrong_where_it_
         assert len(plain) == 2 and all(c.text in PLAIN_YES and c.label == label for c in plain)
 
 
+def test_strip_openers_drops_sure_and_sorry_and_leaves_the_lists_as_they_were(tmp_path: Path) -> None:
+    declined = sugar_row(5) | {"polarity": "no", "r": "Sorry, but the tap is broken. Juice instead?"}
+    source = tmp_path / "sugar.jsonl"
+    distractors = [{"r": "Sure!", "r.label": 0}, {"r": "Maybe later.", "r.label": 1}]
+    accepted = sugar_row(4) | {"r.distractors": distractors}
+    source.write_text("".join(json.dumps(r) + "\n" for r in (accepted, declined)))
+    plain, stripped = tmp_path / "plain.jsonl", tmp_path / "stripped.jsonl"
+    argv = ["sugar", str(source), "--negatives", "situation-flip:1"]
+    assert convert.main([*argv[:2], str(plain), *argv[2:]]) == 0
+    assert convert.main([*argv[:2], str(stripped), *argv[2:], "--strip-openers", "1"]) == 0
+    before, after = read_lists(plain), read_lists(stripped)
+    texts = [[c.text for c in x.candidates] for x in after]
+    assert texts[0][0] == "Here is a glass." and texts[1][0] == "The tap is broken. Juice instead?"
+    assert texts[1][3] == "Here is a glass."  # the situation-flip negative too
+    assert texts[0][1:3] == ["Sure!", "Maybe later."]  # nothing would be left / no opener: as it was
+    for x, y in zip(before, after, strict=True):  # the same lists, labels and negatives
+        kinds = [(c.label, c.generator) for c in x.candidates]
+        assert kinds == [(c.label, c.generator) for c in y.candidates]
+        assert (x.situations, x.group) == (y.situations, y.group)
+
+
+@pytest.mark.parametrize(("dataset", "value"), [("dailydialog-pp", "0.5"), ("sugar", "1.5")])
+def test_strip_openers_is_refused_outside_sugar_or_outside_0_to_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], dataset: str, value: str
+) -> None:
+    source = tmp_path / "sugar.jsonl"
+    source.write_text(json.dumps(sugar_row(4)) + "\n")
+    with pytest.raises(SystemExit) as exit_:
+        convert.main([dataset, str(source), str(tmp_path / "o.jsonl"), "--strip-openers", value])
+    assert exit_.value.code == 2 and "--strip-openers" in capsys.readouterr().err
+
+
 def test_group_by_is_for_sugar_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = tmp_path / "dd.jsonl"
     source.write_text("{}\n")

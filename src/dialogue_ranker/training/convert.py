@@ -116,6 +116,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="sugar: the split's group, each example (the default) or the request text (dev and test "
         "then hold requests the model never trained on)",
     )
+    parser.add_argument(
+        "--strip-openers",
+        type=float,
+        default=None,
+        metavar="P",
+        help='sugar: drop each reply\'s opener ("Sure,", "Sorry, but") with probability P, so the '
+        "opener, which every SUGAR reply of one answer shares, stops telling right from wrong",
+    )
     return parser
 
 
@@ -131,8 +139,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             args.negatives = parse_negatives(args.negatives, kinds)
         except argparse.ArgumentTypeError as e:
             parser.error(str(e))
-    if args.group_by is not None and args.dataset != "sugar":
-        parser.error(f"--group-by is for sugar, not {args.dataset}")
+    for flag in ("group_by", "strip_openers"):
+        if getattr(args, flag) is not None and args.dataset != "sugar":
+            parser.error(f"--{flag.replace('_', '-')} is for sugar, not {args.dataset}")
+    if args.strip_openers is not None and not 0.0 <= args.strip_openers <= 1.0:
+        parser.error(f"--strip-openers {args.strip_openers} is not between 0 and 1")
     for flag in ("reply_max_words", "drop_negatives"):
         if getattr(args, flag) is not None and args.dataset != "topical-chat":
             parser.error(f"--{flag.replace('_', '-')} is for topical-chat, not {args.dataset}")
@@ -155,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         extra: dict = {"negatives": args.negatives} if args.negatives is not None else {}
         if args.group_by is not None:
             extra["group_by"] = args.group_by
+        if args.strip_openers is not None:
+            extra["strip_openers"] = args.strip_openers
         if args.reply_max_words is not None:
             extra["reply_max_words"] = args.reply_max_words
         if args.drop_negatives is not None:

@@ -22,7 +22,9 @@ always a wrong reply, despite the option's name). CC BY-SA 4.0.
 
 from __future__ import annotations
 
+import dataclasses
 import random
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,6 +61,7 @@ def convert_sugar(
     seed: int = 0,
     negatives: dict[str, int] | None = None,
     group_by: str = "example",
+    strip_openers: float = 0.0,
 ) -> Iterator[RankingList]:
     """SUGAR examples as ranking lists, with ``negatives`` (see the module doc) added when asked."""
     from dialogue_ranker.data.sugar import load_sugar, sugar_group
@@ -70,6 +73,8 @@ def convert_sugar(
     for x in examples:
         by_request[x.request].append(x)
     rng = random.Random(seed)
+    # Its own draws, so the lists and their negatives are the same with and without it.
+    opener_rng = random.Random(seed + 1)
     for example in examples:
         candidates = [
             Candidate(t, label) for t, label in zip(example.candidates, example.labels, strict=True)
@@ -106,13 +111,38 @@ def convert_sugar(
             seen,
             added,
         )
+        replies = [*candidates, *added]
+        if strip_openers:
+            replies = [
+                dataclasses.replace(c, text=without_opener(c.text))
+                if opener_rng.random() < strip_openers
+                else c
+                for c in replies
+            ]
         yield RankingList(
             context=tuple(example.turns),
             situations=tuple(statements),
             relevant_situations=tuple(sorted(gold)),
-            candidates=(*candidates, *added),
+            candidates=tuple(replies),
             group=sugar_group(example, group_by),
         )
+
+
+#: A reply's opener: every SUGAR reply that accepts says "Sure", every one that declines "Sorry".
+_OPENER = re.compile(
+    r"^(?:(?:i am |i'm )?sorry|sure|of course|okay|ok|absolutely|certainly|yes|unfortunately)"
+    r"(?: thing)?[,.!]?(?:\s+but\b)?[,.!]?\s+",
+    re.IGNORECASE,
+)
+
+
+def without_opener(text: str) -> str:
+    """``text`` without its opener ("Sorry, but the store is closed." -> "The store is closed.").
+
+    As it is when nothing would be left ("Sure!").
+    """
+    rest = _OPENER.sub("", text, count=1)
+    return rest[0].upper() + rest[1:] if rest.strip() else text
 
 
 def _contradictions(
