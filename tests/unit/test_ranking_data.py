@@ -379,17 +379,6 @@ def test_strip_openers_drops_sure_and_sorry_and_leaves_the_lists_as_they_were(tm
         assert (x.situations, x.group) == (y.situations, y.group)
 
 
-@pytest.mark.parametrize(("dataset", "value"), [("dailydialog-pp", "0.5"), ("sugar", "1.5")])
-def test_strip_openers_is_refused_outside_sugar_or_outside_0_to_1(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], dataset: str, value: str
-) -> None:
-    source = tmp_path / "sugar.jsonl"
-    source.write_text(json.dumps(sugar_row(4)) + "\n")
-    with pytest.raises(SystemExit) as exit_:
-        convert.main([dataset, str(source), str(tmp_path / "o.jsonl"), "--strip-openers", value])
-    assert exit_.value.code == 2 and "--strip-openers" in capsys.readouterr().err
-
-
 def test_group_by_is_for_sugar_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = tmp_path / "dd.jsonl"
     source.write_text("{}\n")
@@ -399,16 +388,23 @@ def test_group_by_is_for_sugar_only(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 @pytest.mark.parametrize(
-    ("dataset", "mix"), [("sugar", "fact:1"), ("sugar", "statement:x"), ("dailydialog-pp", "statement:1")]
+    ("dataset", "option", "value"),
+    [
+        ("sugar", "--negatives", "fact:1"),
+        ("sugar", "--negatives", "statement:x"),
+        ("dailydialog-pp", "--negatives", "statement:1"),
+        ("dailydialog-pp", "--strip-openers", "0.5"),
+        ("sugar", "--strip-openers", "1.5"),
+    ],
 )
-def test_sugar_wrong_replies_are_refused_by_name_when_unknown(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], dataset: str, mix: str
+def test_a_bad_sugar_option_is_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], dataset: str, option: str, value: str
 ) -> None:
     source = tmp_path / "sugar.jsonl"
     source.write_text(json.dumps(sugar_row(4)) + "\n")
     with pytest.raises(SystemExit) as exit_:
-        convert.main([dataset, str(source), str(tmp_path / "o.jsonl"), "--negatives", mix])
-    assert exit_.value.code == 2 and "--negatives" in capsys.readouterr().err
+        convert.main([dataset, str(source), str(tmp_path / "o.jsonl"), option, value])
+    assert exit_.value.code == 2 and option in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("mix", ["echo:x", "bogus:1", "random:0"])
