@@ -146,18 +146,18 @@ class ListScorer:
         return score_grouped(lambda pairs: score(ranker, encoder, pairs, batch_size=self.batch_size), groups)
 
 
-def pairs_won(x: RankingList, p: np.ndarray, generator: str = "situation-flip") -> tuple[float, int]:
+def pairs_won(x: RankingList, p: np.ndarray, generator: str) -> tuple[float, int]:
     """Pairs won by the list's best reply (its first top-graded one) against its ``generator`` ones.
 
     ``situation-flip``: the same request's replies for the opposite situation; ``contradicted``:
     those whose reason a statement of the list says the other way.
     """
-    flipped = [s for s, c in zip(p, x.candidates, strict=True) if c.generator == generator]
-    if not flipped:
+    against = [s for s, c in zip(p, x.candidates, strict=True) if c.generator == generator]
+    if not against:
         return 0.0, 0
     gains = [c.gain for c in x.candidates]
     best = float(p[gains.index(max(gains))])
-    return sum((best > s) + 0.5 * (best == s) for s in flipped), len(flipped)
+    return sum((best > s) + 0.5 * (best == s) for s in against), len(against)
 
 
 def evaluate(

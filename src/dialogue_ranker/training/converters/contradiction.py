@@ -3,7 +3,7 @@
 For ``contradicted`` negatives (:mod:`dialogue_ranker.training.converters.sugar`): SUGAR's
 declining replies open with their reason ("Sorry, but the store is closed. Shall I ...?"), and
 one of the example's relevant statements says it ("The bike store is closed."). Said the other
-way ("The bike store is not closed.") and added to an accepting example of the same request, the
+way ("The bike store is open.") and added to an accepting example of the same request, the
 statement makes that reply wrong while it still shares the statements' words: what a person
 asking "Book me a table at Luigi's" under "Luigi's is open every evening" expects the service to
 see, and what a model that matches words alone misses.

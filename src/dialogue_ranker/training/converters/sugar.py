@@ -10,7 +10,7 @@ words asked, only the statements tell the two replies apart). An example with su
 gets their replies in its own list, and each partner's list gets this one's (the mirrored
 contrast), so both orders of a pair are trained and measured. ``contradicted`` goes one step
 further for accepting examples: a declining partner's reason, said the other way ("The store is
-not closed."), joins the statements, and the partner's reply joins the candidates, so the wrong
+open."), joins the statements, and the partner's reply joins the candidates, so the wrong
 reply names a statement that is there and says the opposite
 (:mod:`~dialogue_ranker.training.converters.contradiction`). ``plain-yes`` adds a bare yes
 (:data:`PLAIN_YES`), acceptable where the example accepts and wrong where it declines (so not
@@ -72,6 +72,9 @@ def convert_sugar(
     by_request = defaultdict(list)
     for x in examples:
         by_request[x.request].append(x)
+    # Each declining example's reason said the other way, found once (every accepting example of
+    # its request draws from it).
+    denials = _denials(examples) if mix.get("contradicted", 0) else {}
     rng = random.Random(seed)
     # Its own draws, so the lists and their negatives are the same with and without it.
     opener_rng = random.Random(seed + 1)
@@ -84,15 +87,16 @@ def convert_sugar(
         relevant = set(example.gold)
         distractors = [s for i, s in enumerate(example.statements) if i not in relevant]
         take_negatives(rng, distractors, mix.get("statement", 0), "statement", seen, added)
-        flips = [
-            x.best_reply
+        partners = [
+            x
             for x in by_request[example.request]
             if x.index != example.index and x.polarity != example.polarity
         ]
+        flips = [x.best_reply for x in partners]
         statements, gold = list(example.statements), list(example.gold)
         if example.polarity == "yes" and mix.get("contradicted", 0):
-            decliners = [x for x in by_request[example.request] if x.polarity != "yes"]
-            for reply, statement in _contradictions(rng, decliners, mix["contradicted"], seen):
+            denied = [(x.best_reply, denials[x.index]) for x in partners if x.index in denials]
+            for reply, statement in _contradictions(rng, denied, mix["contradicted"], seen):
                 at = rng.randint(0, len(statements))
                 statements.insert(at, statement)
                 gold = [i + (i >= at) for i in gold] + [at]
@@ -145,15 +149,21 @@ def without_opener(text: str) -> str:
     return rest[0].upper() + rest[1:] if rest.strip() else text
 
 
+def _denials(examples: list[SugarExample]) -> dict[int, str]:
+    """Declining example index -> its best reply's reason said the other way (where the rules can)."""
+    out = {}
+    for x in examples:
+        if x.polarity != "yes":
+            reason = reason_statement(x.best_reply, x.statements, x.gold)
+            opposite = negate(reason) if reason else None
+            if opposite:
+                out[x.index] = opposite
+    return out
+
+
 def _contradictions(
-    rng: random.Random, decliners: list[SugarExample], n: int, seen: set[str]
+    rng: random.Random, denied: list[tuple[str, str]], n: int, seen: set[str]
 ) -> list[tuple[str, str]]:
-    """Up to ``n`` (declining reply, its reason said the other way) from ``decliners``."""
-    pairs = []
-    for x in decliners:
-        reason = reason_statement(x.best_reply, x.statements, x.gold)
-        opposite = negate(reason) if reason else None
-        if opposite and x.best_reply.lower() not in seen:
-            pairs.append((x.best_reply, opposite))
-    pairs = list(dict(pairs).items())  # one statement per reply
-    return rng.sample(pairs, min(n, len(pairs)))
+    """Up to ``n`` (declining reply, its reason said the other way) from ``denied``, none seen."""
+    pairs = {reply: statement for reply, statement in denied if reply.lower() not in seen}
+    return rng.sample(list(pairs.items()), min(n, len(pairs)))  # one statement per reply
