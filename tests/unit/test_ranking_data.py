@@ -11,9 +11,12 @@ import pytest
 from dialogue_ranker.data.ranking_data import Candidate, DataError, RankingList, read_lists, write_lists
 from dialogue_ranker.serving.tokenization import Turn
 from dialogue_ranker.training import convert
-from dialogue_ranker.training.converters import negatives
+from dialogue_ranker.training.converters import negatives, topical_chat
 from dialogue_ranker.training.converters.negatives import content_words
 from dialogue_ranker.training.converters.topical_chat import SHORT_WORDS, TOPICAL_CHAT_SPLITS
+
+#: The shipped bundle's retrieval encoder (committed with the repository).
+RETRIEVER = Path(__file__).resolve().parents[2] / "models" / "dialogue-minilm-l6" / "retriever"
 
 GOOD = {
     "context": [{"speaker": "user", "text": "It is so hot in here."}],
@@ -204,6 +207,61 @@ def test_the_topical_chat_converter_writes_the_negative_mix_asked_for(tmp_path: 
     again = tmp_path / "again.jsonl"
     convert.main(["topical-chat", str(source), str(again), "--negatives", mix])
     assert again.read_text() == out.read_text()
+
+
+def test_retrieved_negatives_are_the_other_conversations_turns_nearest_in_the_retriever(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Pools of three: of the 16 turns of the other two conversations, the three nearest a football
+    # context are the soccer conversation's, never jazz's (which the random negatives may draw).
+    monkeypatch.setattr(topical_chat, "RETRIEVED_POOL", 3)
+    source = topical_chat_fixture(tmp_path / "tc")
+    path = source / "conversations" / "valid_freq.json"
+    convs = json.loads(path.read_text())
+    topics = {
+        "c1": "football: the quarterback threw a touchdown pass in the last quarter",
+        "c2": "soccer: the striker scored a goal for the team in the last minute",
+        "c3": "jazz: the saxophone solo at the jazz club was wonderful",
+    }
+    for conversation, text in topics.items():
+        for i, turn in enumerate(convs[conversation]["content"]):
+            turn["message"] = f"{text} ({i})"
+    path.write_text(json.dumps(convs))
+    out = tmp_path / "retrieved.jsonl"
+    argv = ["topical-chat", str(source), str(out), "--negatives", "retrieved:2,random:1"]
+    assert convert.main([*argv, "--retriever", str(RETRIEVER)]) == 0
+    lists = read_lists(out)
+    assert len(lists) == 3 * 7
+    nearest = {"c1": "soccer", "c2": "football"}
+    for x in lists:
+        kinds = sorted(c.generator or "" for c in x.candidates)
+        assert kinds == ["human", "random", "retrieved", "retrieved"], x
+        retrieved = [c.text for c in x.candidates if c.generator == "retrieved"]
+        conversation = x.group.removeprefix("topical-chat-")
+        if conversation in nearest:
+            assert all(t.startswith(nearest[conversation]) for t in retrieved), x
+        own = {"c1": "football", "c2": "soccer", "c3": "jazz"}[conversation]
+        assert not any(t.startswith(own) for t in retrieved), x
+    again = tmp_path / "again.jsonl"
+    assert convert.main([*argv[:2], str(again), *argv[3:], "--retriever", str(RETRIEVER)]) == 0
+    assert again.read_text() == out.read_text()
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ([], "needs --retriever"),
+        (["--retriever", "."], "no retriever.json"),
+    ],
+)
+def test_retrieved_negatives_without_a_retriever_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], says: str
+) -> None:
+    source = topical_chat_fixture(tmp_path / "tc")
+    argv = ["topical-chat", str(source), str(tmp_path / "o.jsonl"), "--negatives", "retrieved:1"]
+    with pytest.raises(SystemExit) as exit_:
+        convert.main([*argv, *extra])
+    assert exit_.value.code == 2 and says in capsys.readouterr().err
 
 
 def test_short_negatives_are_short_turns_of_other_conversations(tmp_path: Path) -> None:

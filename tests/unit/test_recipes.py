@@ -213,9 +213,10 @@ def test_references_must_name_earlier_stages_of_the_right_kind():
     topical = TINY.replace('"sugar", source = "src/sugar.jsonl"', '"topical-chat", source = "t"')
     grouped = topical.replace('source = "t"', 'source = "t", group_by = "request"')
     assert "group_by is for dataset 'sugar'" in bad(grouped)
-    assert "reply_max_words and drop_negatives are for dataset 'topical-chat'" in bad(
-        TINY.replace('source = "src/sugar.jsonl"', 'source = "src/sugar.jsonl", reply_max_words = 12')
-    )
+    for option in ("reply_max_words = 12", 'retriever = "models/x/retriever"'):
+        assert "reply_max_words, drop_negatives and retriever are for dataset 'topical-chat'" in bad(
+            TINY.replace('source = "src/sugar.jsonl"', f'source = "src/sugar.jsonl", {option}')
+        )
 
 
 def test_a_users_own_file_plugs_in_by_path_and_a_missing_one_is_refused_before_anything_runs(tmp_path):
@@ -337,13 +338,16 @@ def test_dry_run_prints_the_commands_and_runs_nothing(tmp_path):
     assert not plan.out.exists()
 
 
-def test_a_short_reply_conversion_passes_its_filters_to_ranker_convert(tmp_path):
-    options = 'source = "src/sugar.jsonl", negatives = "fact:1,nearby:1", reply_max_words = 12, '
-    options += 'drop_negatives = "nearby"'
+def test_a_topical_chat_conversion_passes_its_filters_and_retriever_to_ranker_convert(tmp_path):
+    options = 'source = "src/sugar.jsonl", negatives = "fact:1,retrieved:1", reply_max_words = 12, '
+    options += 'drop_negatives = "nearby", retriever = "models/m/retriever"'
     text = TINY.replace('"sugar", source = "src/sugar.jsonl"', f'"topical-chat", {options}')
     out = io.StringIO()
     assert Runner(Plan(fake_repo(tmp_path, text)), stdout=out).run(dry_run=True) == 0
-    assert "--negatives fact:1,nearby:1 --reply-max-words 12 --drop-negatives nearby" in out.getvalue()
+    assert (
+        "--negatives fact:1,retrieved:1 --reply-max-words 12 --drop-negatives nearby "
+        "--retriever models/m/retriever"
+    ) in out.getvalue()
 
 
 def test_a_shipped_model_teaches_on_the_data_entries_named(tmp_path):

@@ -99,6 +99,7 @@ class Plan:
         argv += ["--negatives", conv.negatives] if conv.negatives else []
         argv += ["--reply-max-words", str(conv.reply_max_words)] if conv.reply_max_words else []
         argv += ["--drop-negatives", conv.drop_negatives] if conv.drop_negatives else []
+        argv += ["--retriever", conv.retriever] if conv.retriever else []
         return argv + (["--group-by", conv.group_by] if conv.group_by else [])
 
     def _command(self, stage: _Stage) -> list[str]:

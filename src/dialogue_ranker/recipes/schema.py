@@ -74,13 +74,16 @@ class Conversion(_Strict):
     #: kinds left out (``ranker convert --reply-max-words``, ``--drop-negatives``).
     reply_max_words: int | None = Field(default=None, ge=1)
     drop_negatives: str | None = None
+    #: Topical-Chat only: the retrieval encoder ``retrieved`` negatives need (``--retriever``).
+    retriever: str | None = None
 
     @model_validator(mode="after")
     def _options_fit_the_dataset(self) -> Conversion:
         if self.group_by is not None and self.dataset != "sugar":
             raise ValueError("group_by is for dataset 'sugar'")
-        if (self.reply_max_words is not None or self.drop_negatives) and self.dataset != "topical-chat":
-            raise ValueError("reply_max_words and drop_negatives are for dataset 'topical-chat'")
+        topical = (self.reply_max_words is not None, bool(self.drop_negatives), self.retriever is not None)
+        if any(topical) and self.dataset != "topical-chat":
+            raise ValueError("reply_max_words, drop_negatives and retriever are for dataset 'topical-chat'")
         return self
 
 

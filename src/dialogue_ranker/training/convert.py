@@ -27,7 +27,9 @@
   and ``short`` (a turn of another conversation of at most 10 words: "Haha, I know it's
   crazy.", "Sounds good. Nice chatting with you." Topical-Chat's turns average 20 words, so its
   ``random`` negatives are long and specific, where off-context replies in open chat are often
-  short and generic).
+  short and generic) and ``retrieved`` (a turn of another conversation among the 10 nearest the
+  last turns in the retrieval encoder given with ``--retriever DIR``: what a response bank would
+  put before the ranker, often a fitting reply to something else).
   Half the lists (seeded) carry as situations the lead sentences of the wiki sections the
   responder read about its entities.
   The responder is ``bot``, its partner ``user``. Community Data License Agreement - Sharing 1.0:
@@ -110,6 +112,14 @@ def build_parser() -> argparse.ArgumentParser:
         "other lists and candidates stay as the mix gives them)",
     )
     parser.add_argument(
+        "--retriever",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="topical-chat: the retrieval encoder (a directory with retriever.json, e.g. a bundle's "
+        "retriever/) whose nearest turns the retrieved negatives are drawn from",
+    )
+    parser.add_argument(
         "--group-by",
         choices=SUGAR_GROUPINGS,
         default=None,
@@ -144,9 +154,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"--{flag.replace('_', '-')} is for sugar, not {args.dataset}")
     if args.strip_openers is not None and not 0.0 <= args.strip_openers <= 1.0:
         parser.error(f"--strip-openers {args.strip_openers} is not between 0 and 1")
-    for flag in ("reply_max_words", "drop_negatives"):
+    for flag in ("reply_max_words", "drop_negatives", "retriever"):
         if getattr(args, flag) is not None and args.dataset != "topical-chat":
             parser.error(f"--{flag.replace('_', '-')} is for topical-chat, not {args.dataset}")
+    if args.dataset == "topical-chat" and (args.negatives or {}).get("retrieved") and args.retriever is None:
+        parser.error("--negatives retrieved:N needs --retriever DIR (a retrieval encoder)")
+    if args.retriever is not None and not (args.retriever / "retriever.json").is_file():
+        parser.error(f"--retriever {args.retriever}: no retriever.json there")
     if args.reply_max_words is not None and args.reply_max_words < 1:
         parser.error(f"--reply-max-words {args.reply_max_words} is not >= 1")
     if args.drop_negatives is not None:
@@ -172,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
             extra["reply_max_words"] = args.reply_max_words
         if args.drop_negatives is not None:
             extra["drop_negatives"] = args.drop_negatives
+        if args.retriever is not None:
+            extra["retriever"] = args.retriever
         count = write_lists(args.out, CONVERTERS[args.dataset](args.source, **extra))
     except (OSError, ValueError, KeyError, TypeError) as e:
         problem = f"{type(e).__name__}: {e}"

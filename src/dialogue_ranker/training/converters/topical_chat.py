@@ -19,6 +19,10 @@ from pathlib import Path
 import numpy as np
 
 from dialogue_ranker.data.ranking_data import Candidate, RankingList
+from dialogue_ranker.evaluation.retrieval import top_k
+from dialogue_ranker.serving.banks.encoder import TextEncoder, retrieval_query
+from dialogue_ranker.serving.cpu import available_cpus
+from dialogue_ranker.serving.model_bundle import load_retriever
 from dialogue_ranker.serving.tokenization import Turn
 from dialogue_ranker.training.converters.negatives import (
     SharedWordIndex,
@@ -40,10 +44,17 @@ NEGATIVE_KINDS = (
     "shared-word",
     "fact",
     "short",
+    "retrieved",
     "random",
 )
 #: ``overlap`` negatives are drawn from this many nearest turns of other conversations.
 OVERLAP_POOL = 10
+#: ``retrieved`` negatives are drawn from this many turns of other conversations nearest in the
+#: retrieval encoder: the replies a response bank would put before the ranker for this context.
+RETRIEVED_POOL = 10
+#: Contexts scored against every turn at once in the dense search (a block is this many rows of
+#: float32 scores against each of about 190,000 turns: about 190 MB).
+SEARCH_BLOCK = 256
 #: A ``short`` negative has at most this many words.
 SHORT_WORDS = 10
 #: Context turns kept before the next turn (older ones add length, not signal).
@@ -113,6 +124,43 @@ def nearest_turns(conversations: dict[str, list[dict]]) -> dict[tuple[str, int],
     return {slot: [docs[j][1] for j in row] for slot, row in zip(slots, hits, strict=True)}
 
 
+def retrieved_turns(
+    conversations: dict[str, list[dict]], retriever: Path
+) -> dict[tuple[str, int], list[str]]:
+    """``retrieved``'s pools: per (conversation, turn), the turns of others nearest in ``retriever``.
+
+    Each context is queried as a bank request is (its last turns, as many as the retriever's
+    ``query.turns``) against every turn of every conversation, by the retriever's cosine, its own
+    conversation left out: the other conversations' true replies a bank would offer for it.
+    """
+    spec = load_retriever(retriever)
+    encoder = TextEncoder(spec, bulk_threads=available_cpus())
+    encoder.start()
+    conv_ids = list(conversations)
+    slots = [(c, t) for c in conv_ids for t in range(1, len(conversations[c]))]
+    docs = [(c, m["message"].strip()) for c in conv_ids for m in conversations[c]]
+    conv_index = {c: i for i, c in enumerate(conv_ids)}
+    queries = [
+        retrieval_query(
+            [Turn("user", m["message"].strip()) for m in conversations[c][:t]], last_turns=spec.query_turns
+        )
+        for c, t in slots
+    ]
+    doc_vectors = encoder.embed_all([text for _, text in docs])
+    query_vectors = encoder.embed_all(queries)
+    encoder.close()
+    doc_group = np.array([conv_index[c] for c, _ in docs])
+    query_group = np.array([conv_index[c] for c, _ in slots])
+    pools: dict[tuple[str, int], list[str]] = {}
+    for start in range(0, len(slots), SEARCH_BLOCK):
+        rows = slice(start, start + SEARCH_BLOCK)
+        scores = query_vectors[rows] @ doc_vectors.T
+        scores[query_group[rows, None] == doc_group[None, :]] = -2.0
+        for slot, row in zip(slots[rows], top_k(scores, RETRIEVED_POOL), strict=True):
+            pools[slot] = [docs[j][1] for j in row]
+    return pools
+
+
 class NegativeMiner:
     """Draws a turn's negatives, kind by kind in a fixed order, from one seeded generator.
 
@@ -120,14 +168,23 @@ class NegativeMiner:
     whichever kinds exist; the pools a kind needs are built only when the mix asks for it.
     """
 
-    def __init__(self, chat: TopicalChat, mix: dict[str, int], rng: random.Random) -> None:
+    def __init__(
+        self, chat: TopicalChat, mix: dict[str, int], rng: random.Random, retriever: Path | None = None
+    ) -> None:
         self.chat, self.mix, self.rng = chat, mix, rng
+        if mix.get("retrieved") and retriever is None:
+            raise ValueError("retrieved negatives need a retrieval encoder (--retriever DIR)")
         self.conv_ids = list(chat.conversations)
         self.by_entity: dict[str, list[str]] = defaultdict(list)
         for conv_id, per_agent in chat.entities.items():
             for entity in sorted(set().union(*per_agent.values())):
                 self.by_entity[entity].append(conv_id)
         self.nearest = nearest_turns(chat.conversations) if mix.get("overlap") else {}
+        self.retrieved = (
+            retrieved_turns(chat.conversations, retriever)
+            if mix.get("retrieved") and retriever is not None
+            else {}
+        )
         self.shared_words = (
             SharedWordIndex(
                 chat.conversations, {c: set().union(*e.values()) for c, e in chat.entities.items()}
@@ -180,7 +237,7 @@ class NegativeMiner:
     def from_elsewhere(
         self, conv_id: str, t: int, context: list[dict], seen: set[str], out: list[Candidate]
     ) -> None:
-        """``same-entity``, ``overlap``, ``shared-word``, ``fact`` and ``short``: text from elsewhere."""
+        """The kinds drawn from other conversations or the wiki: ``same-entity`` to ``short``."""
         mix, rng, chat = self.mix, self.rng, self.chat
         if mix.get("same-entity"):
             # Sorted: set order changes with the hash seed, and the lists must not.
@@ -192,6 +249,8 @@ class NegativeMiner:
             take_negatives(rng, same, mix["same-entity"], "same-entity", seen, out)
         if mix.get("overlap"):
             take_negatives(rng, self.nearest[(conv_id, t)], mix["overlap"], "overlap", seen, out)
+        if mix.get("retrieved"):
+            take_negatives(rng, self.retrieved[(conv_id, t)], mix["retrieved"], "retrieved", seen, out)
         if self.shared_words is not None:
             recent = " ".join(x["message"] for x in context[-2:])
             drawn_sentences = self.shared_words.draw(rng, conv_id, recent, 2 * mix["shared-word"])
@@ -213,18 +272,20 @@ def convert_topical_chat(
     negatives: dict[str, int] | None = None,
     reply_max_words: int | None = None,
     drop_negatives: frozenset[str] = frozenset(),
+    retriever: Path | None = None,
 ) -> Iterator[RankingList]:
     """Topical-Chat turns as ranking lists with mined negatives (see the module doc).
 
     ``reply_max_words``: only the lists whose true reply has at most that many words;
     ``drop_negatives``: the mined negatives of those kinds left out. Both filter the lists once
     they are drawn, so the rest are the very lists (same candidates, same order) the mix gives
-    without them.
+    without them. ``retriever``: a retrieval encoder's directory (``retriever.json``), which the
+    ``retrieved`` kind needs.
     """
     mix = dict(NEGATIVES if negatives is None else negatives)
     rng = random.Random(seed)
     chat = read_topical_chat(directory)
-    miner = NegativeMiner(chat, mix, rng)
+    miner = NegativeMiner(chat, mix, rng, retriever)
     for conv_id, turns in chat.conversations.items():
         for t in range(1, len(turns)):
             responder = turns[t]["agent"]
