@@ -121,13 +121,19 @@ def test_evaluate_bank_fits_the_fusion_and_writes_it(model_dir: Path, tmp_path: 
     write_lists(data, lists)
     retriever = bundle_with(tmp_path / "bundle", model_dir, None) / RETRIEVER_DIR
     argv = ["--model", str(model_dir), "--retriever", str(retriever), "--lists", f"tiny={data}",
-            "--split", "all", "--sample", "6", "--k", "10", "--cache-dir", str(tmp_path / "cache"),
+            "--split", "all", "--sample", "4", "--check-sample", "2", "--k", "10",
+            "--cache-dir", str(tmp_path / "cache"),
             "--calibration", "bank", "--write", "--out", str(tmp_path / "out.json")]  # fmt: skip
     results = bank_eval.main(argv)
     fusion = load_retriever(retriever).fusion
     assert fusion.ranker is not None and fusion.ranker == results["model"]
     assert fusion.cosine_weight in bank_eval.bank_fusion.WEIGHTS and fusion.calibration is not None
-    assert fusion.fitted["on"] == {"tiny": {"split": "all", "queries": 6}} and fusion.fitted["k"] == 10
+    assert fusion.fitted["on"] == {"tiny": {"split": "all", "queries": 4}} and fusion.fitted["k"] == 10
+    # The two queries left out of the fit are measured with the fitted weights, and stored.
+    (checked,) = results["retrievers"][str(retriever.resolve())]["checked"].items()
+    assert checked[0] == "tiny (2 other queries)"
+    assert fusion.fitted["checked"] == {checked[0]: checked[1][bank_eval.served_name(fusion)]}
+    assert 0.0 <= checked[1]["ranker alone"]["r_at_1"] <= 1.0
     summary = json.loads((tmp_path / "out.json").read_text())["summary"]["tiny"]
     assert {"TF-IDF, last turn", f"{load_retriever(retriever).name}: retrieval alone"} <= set(summary)
     # A rerun reads the bank's vectors and the ranker's logits from the cache.

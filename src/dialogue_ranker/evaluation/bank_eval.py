@@ -88,6 +88,8 @@ class Dataset:
     split: str
     bank: DevBank
     queries: tuple[int, ...]
+    #: Other queries of the bank (``--check-sample``): the fitted fusion is measured on them too.
+    check: tuple[int, ...] = ()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -115,6 +117,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--k", type=int, default=50, help="responses retrieved per query, then ranked")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
+        "--check-sample",
+        type=int,
+        default=0,
+        help="also measure the fitted fusion on this many other queries per dataset (not fitted on; "
+        "seeded by --seed + 1)",
+    )
+    p.add_argument(
         "--fit-on", action="append", help="a dataset the fusion is fitted on (repeatable; default: every one)"
     )
     p.add_argument(
@@ -128,8 +137,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--write", action="store_true", help="store the fitted fusion in each retriever.json")
     p.add_argument("--out", type=Path, help="also write every figure as JSON here")
     args = p.parse_args(argv)
-    if args.k < 10 or args.sample < 1:
-        p.error("--k must be at least 10 (R@10 is measured) and --sample at least 1")
+    if args.k < 10 or args.sample < 1 or args.check_sample < 0:
+        p.error("--k must be at least 10 (R@10 is measured), --sample at least 1, --check-sample >= 0")
     return args
 
 
@@ -170,9 +179,12 @@ def datasets(args: argparse.Namespace) -> dict[str, Dataset]:
         bank = dev_bank(held_out(read_lists(path), chosen[name]), every_candidate=every)
         queries = range(len(bank.lists))
         sample = sorted(random.Random(args.seed).sample(queries, min(args.sample, len(queries))))
-        out[name] = Dataset(name, chosen[name], bank, tuple(sample))
+        rest = sorted(set(queries) - set(sample))
+        check = sorted(random.Random(args.seed + 1).sample(rest, min(args.check_sample, len(rest))))
+        out[name] = Dataset(name, chosen[name], bank, tuple(sample), tuple(check))
+        counts = f"{len(sample)} sampled, {len(check)} to check ({chosen[name]} split)"
         print(f"{name}: {len(bank.texts):,} responses ({responses[name]}), {len(bank.lists):,} queries, "
-              f"{len(sample)} sampled ({chosen[name]} split)", file=sys.stderr)  # fmt: skip
+              f"{counts}", file=sys.stderr)  # fmt: skip
     return out
 
 
@@ -406,10 +418,44 @@ def evaluate_retriever(
         "metrics": {name: rows[served] for name, rows in columns.items()},
         "at": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
     }
+    checked = check_queries(evaluation, data, fusion)
+    if checked:
+        fitted["checked"] = {name: rows[served] for name, rows in checked.items()}
     fusion = dataclasses.replace(fusion, fitted=fitted)
     if args.write:
         print(f"\nwrote the fusion to {write_fusion(found, fusion)}", file=sys.stderr)
-    return {"name": spec.name, "fusion": fusion.to_dict(), "methods": columns, "calibration": checks}
+    return {
+        "name": spec.name,
+        "fusion": fusion.to_dict(),
+        "methods": columns,
+        "calibration": checks,
+        "checked": checked,
+    }
+
+
+def check_queries(
+    evaluation: BankEvaluation, data: dict[str, Dataset], fusion: Fusion
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Retrieval alone, the ranker alone and the fitted fusion on the ``--check-sample`` queries.
+
+    The weights were fitted on the sampled queries, so their figures there flatter them; these
+    queries say what the fusion does on queries it has not seen.
+    """
+    columns: dict[str, dict[str, dict[str, float]]] = {}
+    for name, d in data.items():
+        if not d.check:
+            continue
+        retrieval, r = evaluation.score(dataclasses.replace(d, queries=d.check))
+        columns[f"{name} ({len(d.check)} other queries)"] = {
+            "retrieval alone (cosine, whole bank)": retrieval,
+            "retrieval alone, its top k": bank_fusion.ranked_metrics(r.cosines, r.hits, r.kept),
+            "ranker alone": bank_fusion.ranked_metrics(r.logits, r.hits, r.kept),
+            served_name(fusion): bank_fusion.ranked_metrics(bank_fusion.fused(r, fusion), r.hits, r.kept),
+        }
+    if columns:
+        print("\nthe fitted fusion on queries it was not fitted on (--check-sample):\n")
+        print(bank_fusion.table(columns))
+    return columns
 
 
 if __name__ == "__main__":
