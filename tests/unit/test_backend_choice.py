@@ -13,7 +13,7 @@ from dialogue_ranker.serving.app import create_app
 from dialogue_ranker.serving.backends import factory
 from dialogue_ranker.serving.backends.auto import AutoBackend, Option, Tolerance, choice_of
 from dialogue_ranker.serving.backends.fake import FakeBackend, hashed_logit
-from dialogue_ranker.serving.backends.openvino import resolve_precision
+from dialogue_ranker.serving.backends.openvino import resolve_precision, resolve_weights
 from dialogue_ranker.serving.calibration import Calibrator
 from dialogue_ranker.serving.cpu import cpu_flags, native_bf16
 from dialogue_ranker.serving.samples import agreement, load_samples, write_samples
@@ -136,6 +136,36 @@ def test_native_bf16_needs_avx512_bf16_or_amx(tmp_path: Path) -> None:
     assert resolve_precision("auto", frozenset({"avx2"})) == "f32"
     assert resolve_precision("auto", frozenset({"avx512_bf16"})) == "bf16"
     assert resolve_precision("bf16", frozenset()) == "bf16"
+
+
+@pytest.mark.parametrize(
+    ("setting", "precision", "flags", "weights"),
+    [
+        ("auto", "bf16", {"avx512_bf16", "amx_bf16", "amx_int8"}, "fp32"),  # AMX tiles: fp32 weights
+        ("auto", "f32", {"avx512_bf16", "amx_bf16", "amx_int8"}, "int8"),  # f32: the int8 products
+        ("auto", "bf16", {"avx512_bf16", "avx512_vnni"}, "int8"),  # AVX-512 BF16 without AMX
+        ("auto", "f32", {"avx2"}, "int8"),
+        ("int8", "bf16", {"amx_bf16"}, "int8"),  # a setting wins
+        ("fp32", "f32", {"avx2"}, "fp32"),
+    ],
+)
+def test_openvino_weights_auto_are_fp32_for_bf16_on_amx_only(
+    setting: str, precision: str, flags: set[str], weights: str
+) -> None:
+    assert resolve_weights(setting, precision, frozenset(flags)) == weights  # type: ignore[arg-type]
+
+
+def test_the_openvino_backend_gets_the_weights_its_cpu_calls_for(
+    fake_bundle: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dialogue_ranker.serving import cpu
+
+    spec = load_spec(fake_bundle)
+    for flags, weights in ((frozenset({"avx512_bf16"}), "int8"), (frozenset({"amx_bf16"}), "fp32")):
+        monkeypatch.setattr(cpu, "cpu_flags", lambda flags=flags: flags)
+        assert factory.openvino_backend(Settings(model=fake_bundle), spec, "bf16").weights == weights
+    forced = Settings(model=fake_bundle, openvino={"weights": "int8"})  # on the AMX flags still
+    assert factory.openvino_backend(forced, spec, "bf16").weights == "int8"
 
 
 def test_auto_skips_openvino_where_it_is_not_installed(

@@ -17,6 +17,9 @@ CPUINFO = Path("/proc/cpuinfo")
 #: CPU flags (as /proc/cpuinfo spells them) of native bf16 arithmetic: AVX-512 BF16 dot products,
 #: or AMX tiles. Without one a bf16 graph is emulated or converted back to fp32: no faster.
 NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+#: CPU flags of matrix tiles that multiply bf16 (Intel AMX): there a bf16 product of fp32 weights
+#: outruns OpenVINO's int8 one (benchmarks/results/report-xeon-amx*.md).
+AMX_BF16_FLAGS = frozenset({"amx_bf16"})
 #: The most concurrent backend calls a batcher runs by default (the setting's own upper bound).
 MAX_WORKERS = 64
 
@@ -91,3 +94,8 @@ def cpu_flags(cpuinfo: Path = CPUINFO) -> frozenset[str]:
 def native_bf16(flags: frozenset[str] | None = None) -> bool:
     """True when the CPU computes in bf16 natively (AVX-512 BF16 or AMX)."""
     return bool(NATIVE_BF16_FLAGS & (cpu_flags() if flags is None else flags))
+
+
+def amx_bf16(flags: frozenset[str] | None = None) -> bool:
+    """True when the CPU has AMX tiles for bf16 products."""
+    return bool(AMX_BF16_FLAGS & (cpu_flags() if flags is None else flags))

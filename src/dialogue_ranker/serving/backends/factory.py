@@ -13,6 +13,7 @@ from dialogue_ranker.serving.backends.openvino import (
     Precision,
     openvino_available,
     resolve_precision,
+    resolve_weights,
 )
 from dialogue_ranker.serving.cpu import available_cpus, batch_workers, intra_op_threads, native_bf16
 from dialogue_ranker.serving.model_bundle import OnnxModelSpec
@@ -80,7 +81,7 @@ def openvino_backend(settings: Settings, spec: OnnxModelSpec, precision: Precisi
         requests=batch_workers(settings.batching.workers),
         solo_threads=ov.solo_threads or available_cpus(),
         dynamic_quantization_group_size=ov.dynamic_quantization_group_size,
-        weights=ov.weights,
+        weights=resolve_weights(ov.weights, precision),
     )
 
 

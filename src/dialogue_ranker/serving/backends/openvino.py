@@ -29,7 +29,7 @@ from typing import Any, Literal
 import numpy as np
 
 from dialogue_ranker.serving.backends.base import CallsInFlight, probe_batch, require_inputs
-from dialogue_ranker.serving.cpu import native_bf16
+from dialogue_ranker.serving.cpu import amx_bf16, native_bf16
 from dialogue_ranker.serving.errors import BackendError, BackendUnavailable
 from dialogue_ranker.serving.list_encoding import ListBatch
 from dialogue_ranker.serving.model_bundle import OnnxModelSpec
@@ -61,6 +61,21 @@ def resolve_precision(setting: str, flags: frozenset[str] | None = None) -> Prec
     if setting not in ("bf16", "f32"):
         raise ValueError(f"unknown OpenVINO precision {setting!r}")
     return "bf16" if setting == "bf16" else "f32"
+
+
+def resolve_weights(setting: str, precision: Precision, flags: frozenset[str] | None = None) -> Weights:
+    """``auto``: fp32 weights for bf16 where the CPU has AMX, the int8 products elsewhere; or the setting.
+
+    Measured on an Intel Xeon with AMX (2 cores, benchmarks/results/report-xeon-amx*.md): bf16
+    products of the dequantized weights run on the AMX tiles at 1.2-1.4x OpenVINO's int8 ones,
+    while in f32 the int8 products stay faster (1.5-1.9x). Without AMX the int8 form is as fast in
+    bf16 and faster in f32, at a quarter of the memory (docs/research/2026-11-26-openvino-backend.md).
+    """
+    if setting == "auto":
+        return "fp32" if precision == "bf16" and amx_bf16(flags) else "int8"
+    if setting not in ("int8", "fp32"):
+        raise ValueError(f"unknown OpenVINO weights {setting!r}")
+    return "fp32" if setting == "fp32" else "int8"
 
 
 def compile_graph(
