@@ -144,6 +144,16 @@ def topical_chat_fixture(root: Path) -> Path:
     return root
 
 
+def rewrite_turns(source: Path, templates: dict[str, str]) -> None:
+    """Each named conversation's turns said anew: ``template.format(i=index, said=the old message)``."""
+    path = source / "conversations" / "valid_freq.json"
+    convs = json.loads(path.read_text())
+    for conversation, template in templates.items():
+        for i, turn in enumerate(convs[conversation]["content"]):
+            turn["message"] = template.format(i=i, said=turn["message"])
+    path.write_text(json.dumps(convs))
+
+
 def test_the_topical_chat_converter_mines_each_kind_of_negative(tmp_path: Path) -> None:
     source = topical_chat_fixture(tmp_path / "tc")
     out = tmp_path / "out.jsonl"
@@ -216,17 +226,11 @@ def test_retrieved_negatives_are_the_other_conversations_turns_nearest_in_the_re
     # context are the soccer conversation's, never jazz's (which the random negatives may draw).
     monkeypatch.setattr(topical_chat, "RETRIEVED_POOL", 3)
     source = topical_chat_fixture(tmp_path / "tc")
-    path = source / "conversations" / "valid_freq.json"
-    convs = json.loads(path.read_text())
-    topics = {
-        "c1": "football: the quarterback threw a touchdown pass in the last quarter",
-        "c2": "soccer: the striker scored a goal for the team in the last minute",
-        "c3": "jazz: the saxophone solo at the jazz club was wonderful",
-    }
-    for conversation, text in topics.items():
-        for i, turn in enumerate(convs[conversation]["content"]):
-            turn["message"] = f"{text} ({i})"
-    path.write_text(json.dumps(convs))
+    rewrite_turns(source, {
+        "c1": "football: the quarterback threw a touchdown pass in the last quarter ({i})",
+        "c2": "soccer: the striker scored a goal for the team in the last minute ({i})",
+        "c3": "jazz: the saxophone solo at the jazz club was wonderful ({i})",
+    })  # fmt: skip
     out = tmp_path / "retrieved.jsonl"
     argv = ["topical-chat", str(source), str(out), "--negatives", "retrieved:2,random:1"]
     assert convert.main([*argv, "--retriever", str(RETRIEVER)]) == 0
@@ -294,15 +298,9 @@ def test_shared_word_negatives_reuse_a_word_of_the_context_from_another_topic(
     # Three conversations are too few for the "rare word" cut: every word counts as rare here.
     monkeypatch.setattr(negatives, "CONTENT_WORD_MAX_SHARE", 1.0)
     source = topical_chat_fixture(tmp_path / "tc")
-    path = source / "conversations" / "valid_freq.json"
-    convs = json.loads(path.read_text())
-    said = {"c1": "The stadium was loud on game day number {}.",
-            "c2": "The stadium was loud on game day number {}.",
-            "c3": "The stadium hosted a quiet concert on night {}."}  # fmt: skip
-    for conv_id, sentence in said.items():
-        for i, turn in enumerate(convs[conv_id]["content"]):
-            turn["message"] = f"{turn['message']}. {sentence.format(i)}"
-    path.write_text(json.dumps(convs))
+    rewrite_turns(source, {"c1": "{said}. The stadium was loud on game day number {i}.",
+                           "c2": "{said}. The stadium was loud on game day number {i}.",
+                           "c3": "{said}. The stadium hosted a quiet concert on night {i}."})  # fmt: skip
     out = tmp_path / "shared-word.jsonl"
     mix = "shared-word:2,random:1"
     assert convert.main(["topical-chat", str(source), str(out), "--negatives", mix]) == 0
