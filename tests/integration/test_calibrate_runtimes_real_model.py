@@ -14,7 +14,7 @@ from dialogue_ranker.data.ranking_data import write_lists
 from dialogue_ranker.evaluation.domains import held_out
 from dialogue_ranker.evaluation.domains import main as evaluate
 from dialogue_ranker.serving.app import create_app
-from dialogue_ranker.serving.backends.openvino import openvino_available
+from dialogue_ranker.serving.backends.openvino import openvino_available, resolve_weights
 from dialogue_ranker.serving.cpu import native_bf16
 from dialogue_ranker.serving.model_bundle import load_bundle
 from dialogue_ranker.serving.settings import Settings
@@ -76,7 +76,8 @@ def test_evaluate_with_openvino_scores_with_the_runtimes_map(
     bundle, lists = calibrated
     results = evaluate(["--model", str(bundle), "--lists", f"sugar={lists}", "--split", "all",
                         "--backend", "openvino", "--precision", "bf16"])  # fmt: skip
-    assert "(openvino, bf16; its own calibration)" in capsys.readouterr().out
+    weights = resolve_weights("auto", "bf16")  # as the service resolves them on this CPU
+    assert f"(openvino, bf16, {weights} weights; its own calibration)" in capsys.readouterr().out
     own = json.loads((bundle / "metadata.json").read_text())["calibration_by_runtime"]["openvino-bf16"]
     # The same lists and runtime as the fit: the figures it recorded (bf16 sums may differ in order
     # between compilations, so not to the last digit).

@@ -236,3 +236,25 @@ def test_weights_dequantized_at_load_in_f32_reproduce_the_fp32_reference(model_d
     backend.start()
     measured = agreement([backend.infer(b) for b in samples.batches], samples, bundle.calibration)
     assert measured.top1_agreement == 1.0 and measured.max_abs_diff < 1e-3
+
+
+@needs_openvino
+def test_evaluation_scores_with_the_weights_asked_for(model_dir: Path) -> None:
+    # `ranker evaluate --backend openvino --openvino-weights fp32` compiles as the service would:
+    # in f32 those weights are the samples' fp32 reference; the int8 products are not.
+    from dialogue_ranker.evaluation.scoring import session
+
+    bundle = load_bundle(model_dir)
+    if bundle.ranker.samples is None:
+        pytest.skip("the bundle has no samples.json")
+    samples = load_samples(bundle.ranker.samples)
+    names = list(bundle.ranker.input_names)
+    worst = {}
+    for weights in ("fp32", "int8"):
+        sess = session(bundle.ranker.path, threads=1, backend="openvino", precision="f32", weights=weights)
+        logits = [b.readout(sess.run(None, b.as_feeds(names))[0]) for b in samples.batches]
+        diffs = [
+            float(np.max(np.abs(z.reshape(-1) - r))) for z, r in zip(logits, samples.reference, strict=True)
+        ]
+        worst[weights] = max(diffs)
+    assert worst["fp32"] < 1e-3 < worst["int8"], worst

@@ -97,17 +97,20 @@ class ListScorer:
     """Calibrated scores of ranking lists with a bundle's graphs, selector first."""
 
     def __init__(
-        self, bundle: ModelBundle, *, threads: int = 2, backend: str = "onnx", precision: str = "auto"
+        self,
+        bundle: ModelBundle,
+        *,
+        threads: int = 2,
+        backend: str = "onnx",
+        precision: str = "auto",
+        weights: str = "auto",
     ) -> None:
         self.bundle = bundle
         self.batch_size = bundle.serving_sub_batch_pairs or 16
-        self.ranker = session(bundle.ranker.path, threads=threads, backend=backend, precision=precision)
+        runtime = {"threads": threads, "backend": backend, "precision": precision, "weights": weights}
+        self.ranker = session(bundle.ranker.path, **runtime)
         self.encoder = bundle.pair_encoder()
-        self.selector = (
-            session(bundle.selector.model.path, threads=threads, backend=backend, precision=precision)
-            if bundle.selector
-            else None
-        )
+        self.selector = session(bundle.selector.model.path, **runtime) if bundle.selector else None
         self.selector_encoder = bundle.selector_encoder()
 
     def statements(self, lists: Sequence[RankingList]) -> list[list[str]]:
@@ -330,7 +333,9 @@ def scorers(
         return
     for path in args.model:
         bundle = load_bundle(path).for_runtime(scoring_runtime(args))
-        list_scorer = ListScorer(bundle, backend=args.backend, precision=args.precision)
+        list_scorer = ListScorer(
+            bundle, backend=args.backend, precision=args.precision, weights=args.openvino_weights
+        )
         yield list_scorer, runtime_label(bundle, args), bundle.threshold
 
 

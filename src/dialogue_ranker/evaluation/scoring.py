@@ -13,7 +13,13 @@ import numpy as np
 import onnxruntime as ort
 
 from dialogue_ranker.serving import context_views
-from dialogue_ranker.serving.backends.openvino import Precision, compile_graph, resolve_precision
+from dialogue_ranker.serving.backends.openvino import (
+    Precision,
+    Weights,
+    compile_graph,
+    resolve_precision,
+    resolve_weights,
+)
 from dialogue_ranker.serving.calibration import Calibrator, runtime_key
 from dialogue_ranker.serving.list_encoding import EncodedList, ListEncoder
 from dialogue_ranker.serving.model_bundle import ModelBundle
@@ -29,14 +35,19 @@ def session(
     providers: Sequence[str] = ("CPUExecutionProvider",),
     backend: str = "onnx",
     precision: str = "auto",
+    weights: str = "auto",
 ):
     """An ONNX Runtime session the way the service opens one (sequential, fixed threads).
 
     ``backend="openvino"``: the graph compiled by OpenVINO at ``precision`` (``auto``: bf16 where
-    the CPU has native bf16), behind the same ``run`` / ``get_inputs`` / ``get_outputs`` calls.
+    the CPU has native bf16) with ``weights`` (``auto``: as the service resolves them), behind the
+    same ``run`` / ``get_inputs`` / ``get_outputs`` calls.
     """
     if backend == "openvino":
-        return OpenVinoSession(Path(path), precision=resolve_precision(precision), threads=threads)
+        resolved = resolve_precision(precision)
+        return OpenVinoSession(
+            Path(path), precision=resolved, threads=threads, weights=resolve_weights(weights, resolved)
+        )
     if backend != "onnx":
         raise ValueError(f"unknown backend {backend!r} (onnx or openvino)")
     options = ort.SessionOptions()
@@ -54,9 +65,9 @@ class _Port:
 class OpenVinoSession:
     """The serving OpenVINO backend's compiled graph, called as the evaluation calls ONNX Runtime."""
 
-    def __init__(self, path: Path, *, precision: Precision, threads: int) -> None:
+    def __init__(self, path: Path, *, precision: Precision, threads: int, weights: Weights = "int8") -> None:
         self.precision = precision
-        self._compiled = compile_graph(path, precision=precision, streams=1, threads=threads)
+        self._compiled = compile_graph(path, precision=precision, streams=1, threads=threads, weights=weights)
         self._request = self._compiled.create_infer_request()
 
     def get_inputs(self) -> list[_Port]:
@@ -88,6 +99,13 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="with --backend openvino: auto is bf16 where the CPU has native bf16, else f32",
     )
+    parser.add_argument(
+        "--openvino-weights",
+        choices=("auto", "int8", "fp32"),
+        default="auto",
+        help="with --backend openvino: the graph's int8 weights as int8 products, or dequantized at load "
+        "(auto: as `ranker serve` resolves --openvino.weights, fp32 for bf16 on a CPU with AMX)",
+    )
 
 
 def scoring_runtime(args: argparse.Namespace) -> str:
@@ -110,7 +128,9 @@ def runtime_label(bundle: ModelBundle, args: argparse.Namespace) -> str:
     if args.backend == "onnx":
         return bundle.model_id
     own = "its own" if bundle.calibration_runtime == scoring_runtime(args) else "the bundle's"
-    return f"{bundle.model_id} (openvino, {resolve_precision(args.precision)}; {own} calibration)"
+    precision = resolve_precision(args.precision)
+    weights = resolve_weights(args.openvino_weights, precision)
+    return f"{bundle.model_id} (openvino, {precision}, {weights} weights; {own} calibration)"
 
 
 def run_batch(sess: ort.InferenceSession, encoder: PairEncoder, pairs: Sequence[EncodedPair]) -> np.ndarray:

@@ -98,12 +98,13 @@ class Evaluator:
         batch_size: int | None = None,
         backend: str = "onnx",
         precision: str = "auto",
+        weights: str = "auto",
     ) -> None:
         self.bundle = bundle
         # Score as the service does: a model whose scores depend on batch-mates (dynamic int8)
         # is served one pair per call, and must be evaluated so too.
         self.batch_size = batch_size or bundle.serving_sub_batch_pairs or 16
-        runtime = {"threads": threads, "backend": backend, "precision": precision}
+        runtime = {"threads": threads, "backend": backend, "precision": precision, "weights": weights}
         self.ranker = session(ranker_file or bundle.ranker.path, **runtime)
         self.encoder = bundle.pair_encoder()
         self.selector = session(bundle.selector.model.path, **runtime) if bundle.selector else None
@@ -273,6 +274,7 @@ def main(argv: list[str] | None = None) -> dict:
         batch_size=args.batch_size,
         backend=args.backend,
         precision=args.precision,
+        weights=args.openvino_weights,
     )
     wanted = set(args.rows.split(",")) if args.rows else None
     results: dict = {
