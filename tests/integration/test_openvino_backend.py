@@ -21,8 +21,8 @@ from dialogue_ranker.serving.backends.onnx import OnnxBackend
 from dialogue_ranker.serving.backends.openvino import OpenVinoBackend, openvino_available
 from dialogue_ranker.serving.errors import BackendUnavailable
 from dialogue_ranker.serving.list_encoding import ListEncoder
-from dialogue_ranker.serving.model_bundle import load_bundle
-from dialogue_ranker.serving.samples import agreement, load_samples
+from dialogue_ranker.serving.model_bundle import ModelBundle, load_bundle
+from dialogue_ranker.serving.samples import SampleSet, agreement, load_samples
 from dialogue_ranker.serving.settings import Settings
 from dialogue_ranker.serving.tokenization import Turn
 
@@ -40,6 +40,14 @@ async def rank_all(settings: Settings) -> tuple[list[dict], dict]:
         bodies = [(await client.post("/rank", json=r)).json() for r in SUGAR_LIKE]
         listed = (await client.get("/v1/models")).json()["data"][0]
     return bodies, listed
+
+
+def bundle_and_samples(model_dir: Path) -> tuple[ModelBundle, SampleSet]:
+    """The bundle and its sample sequences (skips where it has none)."""
+    bundle = load_bundle(model_dir)
+    if bundle.ranker.samples is None:
+        pytest.skip("the bundle has no samples.json (ranker samples adds it)")
+    return bundle, load_samples(bundle.ranker.samples)
 
 
 def scores(body: dict) -> dict[str, float]:
@@ -71,10 +79,7 @@ async def test_openvino_ranks_real_requests_as_onnx_runtime_does(model_dir: Path
 @needs_openvino
 @pytest.mark.parametrize("precision", ["bf16", "f32"])
 def test_openvino_is_within_tolerance_of_fp32_on_the_bundles_samples(model_dir: Path, precision: str) -> None:
-    bundle = load_bundle(model_dir)
-    if bundle.ranker.samples is None:
-        pytest.skip("the bundle has no samples.json (ranker samples adds it)")
-    samples = load_samples(bundle.ranker.samples)
+    bundle, samples = bundle_and_samples(model_dir)
     backends = {
         "onnx": OnnxBackend(bundle.ranker),
         "openvino": OpenVinoBackend(bundle.ranker, precision=precision),
@@ -228,10 +233,7 @@ def test_ranker_samples_writes_dev_sequences_with_fp32_logits_of_the_bundles_wei
 def test_weights_dequantized_at_load_in_f32_reproduce_the_fp32_reference(model_dir: Path) -> None:
     # --openvino.weights fp32 folds the int8 weights into fp32 once; in f32 that is the very
     # arithmetic of the samples' reference (ONNX Runtime on the numpy-dequantized graph).
-    bundle = load_bundle(model_dir)
-    if bundle.ranker.samples is None:
-        pytest.skip("the bundle has no samples.json")
-    samples = load_samples(bundle.ranker.samples)
+    bundle, samples = bundle_and_samples(model_dir)
     backend = OpenVinoBackend(bundle.ranker, precision="f32", weights="fp32", streams=1)
     backend.start()
     measured = agreement([backend.infer(b) for b in samples.batches], samples, bundle.calibration)
@@ -244,10 +246,7 @@ def test_evaluation_scores_with_the_weights_asked_for(model_dir: Path) -> None:
     # in f32 those weights are the samples' fp32 reference; the int8 products are not.
     from dialogue_ranker.evaluation.scoring import session
 
-    bundle = load_bundle(model_dir)
-    if bundle.ranker.samples is None:
-        pytest.skip("the bundle has no samples.json")
-    samples = load_samples(bundle.ranker.samples)
+    bundle, samples = bundle_and_samples(model_dir)
     names = list(bundle.ranker.input_names)
     worst = {}
     for weights in ("fp32", "int8"):
