@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from itertools import zip_longest
 
 import numpy as np
@@ -50,18 +51,40 @@ def overlap_neighbours(
 ) -> np.ndarray:
     """For each query, the ``k`` docs of other groups nearest in TF-IDF cosine (row-wise indices).
 
-    scikit-learn's vectorizer does the weighting; the search is a chunked sparse product, since
-    its nearest-neighbour classes cannot exclude a query's own conversation.
+    scikit-learn's vectorizer does the weighting; the search is :func:`nearest_of_other_groups`
+    over sparse products, since its nearest-neighbour classes cannot exclude a query's own
+    conversation.
     """
     vectorizer = TfidfVectorizer(stop_words="english", sublinear_tf=True, dtype=np.float32)
     doc_matrix = vectorizer.fit_transform(docs)
     query_matrix = vectorizer.transform(queries)
-    k = min(k, len(docs))
-    out = np.zeros((len(queries), k), dtype=np.int64)
-    for start in range(0, len(queries), 512):
-        rows = slice(start, start + 512)
-        scores = (query_matrix[rows] @ doc_matrix.T).toarray()
-        scores[query_group[rows, None] == doc_group[None, :]] = -1.0
+    return nearest_of_other_groups(
+        lambda rows: (query_matrix[rows] @ doc_matrix.T).toarray(),
+        len(queries),
+        doc_group,
+        query_group,
+        min(k, len(docs)),
+    )
+
+
+def nearest_of_other_groups(
+    score_rows: Callable[[slice], np.ndarray],
+    queries: int,
+    doc_group: np.ndarray,
+    query_group: np.ndarray,
+    k: int,
+    block: int = 512,
+) -> np.ndarray:
+    """For each query, the ``k`` best-scored docs of groups other than its own (row-wise indices).
+
+    ``score_rows(rows)``: the dense scores of a block of queries against every doc; blocks keep
+    the (queries x docs) matrix from being held at once.
+    """
+    out = np.zeros((queries, k), dtype=np.int64)
+    for start in range(0, queries, block):
+        rows = slice(start, start + block)
+        scores = score_rows(rows)
+        scores[query_group[rows, None] == doc_group[None, :]] = -np.inf
         out[rows] = top_k(scores, k)
     return out
 

@@ -19,13 +19,13 @@ from pathlib import Path
 import numpy as np
 
 from dialogue_ranker.data.ranking_data import Candidate, RankingList
-from dialogue_ranker.evaluation.retrieval import top_k
 from dialogue_ranker.serving.banks.encoder import TextEncoder, retrieval_query
 from dialogue_ranker.serving.cpu import available_cpus
 from dialogue_ranker.serving.model_bundle import load_retriever
 from dialogue_ranker.serving.tokenization import Turn
 from dialogue_ranker.training.converters.negatives import (
     SharedWordIndex,
+    nearest_of_other_groups,
     overlap_neighbours,
     sentences_of,
     take_negatives,
@@ -107,21 +107,45 @@ def agent_reading(sections, wiki_text: dict[str, dict[int, str]]) -> tuple[set[s
     return known, sentences
 
 
+@dataclass(frozen=True)
+class TurnIndex:
+    """Every (conversation, turn) a list is built from, and every turn's text: the pools' search space."""
+
+    slots: list[tuple[str, int]]
+    texts: list[str]
+    #: Each text's and each slot's conversation (an index), so a slot's own turns can be left out.
+    text_group: np.ndarray
+    slot_group: np.ndarray
+
+    @classmethod
+    def of(cls, conversations: dict[str, list[dict]]) -> TurnIndex:
+        """The index of ``conversations``' turns."""
+        conv_index = {c: i for i, c in enumerate(conversations)}
+        slots = [(c, t) for c in conversations for t in range(1, len(conversations[c]))]
+        docs = [(c, m["message"].strip()) for c in conversations for m in conversations[c]]
+        return cls(
+            slots,
+            [text for _, text in docs],
+            np.array([conv_index[c] for c, _ in docs]),
+            np.array([conv_index[c] for c, _ in slots]),
+        )
+
+    def pools(self, hits: np.ndarray) -> dict[tuple[str, int], list[str]]:
+        """Each slot's pool: the texts of its row of ``hits`` (indices into ``texts``)."""
+        return {slot: [self.texts[j] for j in row] for slot, row in zip(self.slots, hits, strict=True)}
+
+
 def nearest_turns(conversations: dict[str, list[dict]]) -> dict[tuple[str, int], list[str]]:
     """``overlap``'s pools: per (conversation, turn), the turns of others nearest its last two turns."""
-    conv_ids = list(conversations)
-    # Every (conversation, turn) a list is built from.
-    slots = [(c, t) for c in conv_ids for t in range(1, len(conversations[c]))]
-    docs = [(c, m["message"].strip()) for c in conv_ids for m in conversations[c]]
-    conv_index = {c: i for i, c in enumerate(conv_ids)}
+    turns = TurnIndex.of(conversations)
     hits = overlap_neighbours(
-        [" ".join(m["message"] for m in conversations[c][max(0, t - 2) : t]) for c, t in slots],
-        [text for _, text in docs],
-        np.array([conv_index[c] for c, _ in docs]),
-        np.array([conv_index[c] for c, _ in slots]),
+        [" ".join(m["message"] for m in conversations[c][max(0, t - 2) : t]) for c, t in turns.slots],
+        turns.texts,
+        turns.text_group,
+        turns.slot_group,
         OVERLAP_POOL,
     )
-    return {slot: [docs[j][1] for j in row] for slot, row in zip(slots, hits, strict=True)}
+    return turns.pools(hits)
 
 
 def retrieved_turns(
@@ -136,29 +160,25 @@ def retrieved_turns(
     spec = load_retriever(retriever)
     encoder = TextEncoder(spec, bulk_threads=available_cpus())
     encoder.start()
-    conv_ids = list(conversations)
-    slots = [(c, t) for c in conv_ids for t in range(1, len(conversations[c]))]
-    docs = [(c, m["message"].strip()) for c in conv_ids for m in conversations[c]]
-    conv_index = {c: i for i, c in enumerate(conv_ids)}
+    turns = TurnIndex.of(conversations)
     queries = [
         retrieval_query(
             [Turn("user", m["message"].strip()) for m in conversations[c][:t]], last_turns=spec.query_turns
         )
-        for c, t in slots
+        for c, t in turns.slots
     ]
-    doc_vectors = encoder.embed_all([text for _, text in docs])
+    doc_vectors = encoder.embed_all(turns.texts)
     query_vectors = encoder.embed_all(queries)
     encoder.close()
-    doc_group = np.array([conv_index[c] for c, _ in docs])
-    query_group = np.array([conv_index[c] for c, _ in slots])
-    pools: dict[tuple[str, int], list[str]] = {}
-    for start in range(0, len(slots), SEARCH_BLOCK):
-        rows = slice(start, start + SEARCH_BLOCK)
-        scores = query_vectors[rows] @ doc_vectors.T
-        scores[query_group[rows, None] == doc_group[None, :]] = -2.0
-        for slot, row in zip(slots[rows], top_k(scores, RETRIEVED_POOL), strict=True):
-            pools[slot] = [docs[j][1] for j in row]
-    return pools
+    hits = nearest_of_other_groups(
+        lambda rows: query_vectors[rows] @ doc_vectors.T,
+        len(turns.slots),
+        turns.text_group,
+        turns.slot_group,
+        min(RETRIEVED_POOL, len(turns.texts)),
+        SEARCH_BLOCK,
+    )
+    return turns.pools(hits)
 
 
 class NegativeMiner:
