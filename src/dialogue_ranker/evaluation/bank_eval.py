@@ -201,6 +201,8 @@ class BankEvaluation:
         self.cache = EmbeddingCache(args.cache_dir)
         #: What the ranker's logits depend on besides the lists: its graph and views.
         self.ranker_identity = f"{file_sha256(bundle.ranker.path)}/{json.dumps(bundle.views.to_dict())}"
+        #: Each bank's rows and their hubness, once per dataset (its sampled and check queries share them).
+        self._banks: dict[str, tuple[QuantizedVectors, np.ndarray]] = {}
 
     def vectors(self, data: Dataset) -> QuantizedVectors:
         """The bank's int8 rows, from ``--cache-dir`` when kept there, as the service keeps them."""
@@ -250,9 +252,16 @@ class BankEvaluation:
         kept = ~np.take_along_axis(repeated, rows, axis=1)
         return whole, rows, np.take_along_axis(cosines, rows, axis=1), kept
 
+    def bank(self, data: Dataset) -> tuple[QuantizedVectors, np.ndarray]:
+        """The bank's rows (:meth:`vectors`) and each row's hubness as the service computes it."""
+        if data.name not in self._banks:
+            vectors = self.vectors(data)
+            self._banks[data.name] = vectors, hubness(vectors, Fusion().hubness_neighbours)
+        return self._banks[data.name]
+
     def score(self, data: Dataset) -> tuple[dict[str, float], Retrieved]:
         """Retrieval alone, and the k nearest responses scored by the ranker as a bank request is."""
-        vectors = self.vectors(data)
+        vectors, hubs = self.bank(data)
         whole, rows, cosines, kept = self.retrieve(data, vectors)
         lists = []
         for query, row in zip(data.queries, rows, strict=True):
@@ -261,8 +270,7 @@ class BankEvaluation:
             lists.append(RankingList(x.context, candidates, x.group, x.situations))
         logits, views = self.logits(lists, data.name)
         hits = np.array([[c.label == 1 for c in x.candidates] for x in lists], dtype=bool)
-        hubs = hubness(vectors, Fusion().hubness_neighbours)[rows]  # as the service computes it
-        return whole, Retrieved(cosines.astype(np.float32), logits, views, hits & kept, kept, hubs)
+        return whole, Retrieved(cosines.astype(np.float32), logits, views, hits & kept, kept, hubs[rows])
 
     def logits(self, lists: list[RankingList], name: str) -> tuple[np.ndarray, np.ndarray]:
         """The ranker's logits (views combined, as served) and each view's (NaN: not scored), per list.
