@@ -123,12 +123,17 @@ def test_evaluate_bank_fits_the_fusion_and_writes_it(model_dir: Path, tmp_path: 
     argv = ["--model", str(model_dir), "--retriever", str(retriever), "--lists", f"tiny={data}",
             "--split", "all", "--sample", "4", "--check-sample", "2", "--k", "10",
             "--cache-dir", str(tmp_path / "cache"),
-            "--calibration", "bank", "--write", "--out", str(tmp_path / "out.json")]  # fmt: skip
+            "--calibration", "bank", "--last-turn-weight", "0.25",
+            "--write", "--out", str(tmp_path / "out.json")]  # fmt: skip
     results = bank_eval.main(argv)
     fusion = load_retriever(retriever).fusion
     assert fusion.ranker is not None and fusion.ranker == results["model"]
     assert fusion.cosine_weight in bank_eval.bank_fusion.WEIGHTS and fusion.calibration is not None
     assert fusion.fitted["on"] == {"tiny": {"split": "all", "queries": 4}} and fusion.fitted["k"] == 10
+    # The query it was fitted with is the query the service now makes.
+    written = load_retriever(retriever)
+    assert written.last_turn_weight == 0.25
+    assert fusion.fitted["query"] == {"turns": written.query_turns, "last_turn_weight": 0.25}
     # The two queries left out of the fit are measured with the fitted weights, and stored.
     (checked,) = results["retrievers"][str(retriever.resolve())]["checked"].items()
     assert checked[0] == "tiny (2 other queries)"
@@ -148,3 +153,6 @@ def test_the_shipped_retriever_fuses_with_a_weight_fitted_for_the_shipped_ranker
     assert retriever.fusion.active and retriever.fusion.cosine_weight > 0
     assert retriever.fusion.ranker == f"{metadata['name']}@{metadata['version']}"
     assert set(retriever.fusion.fitted["on"]) == {"ddpp", "topical-chat"}
+    # ... and with the query the service makes (its turns and the last turn's weight).
+    query = {"turns": retriever.query_turns, "last_turn_weight": retriever.last_turn_weight}
+    assert retriever.fusion.fitted["query"] == query

@@ -63,7 +63,7 @@ from dialogue_ranker.evaluation.scoring import view_logits
 from dialogue_ranker.serving import context_views
 from dialogue_ranker.serving.banks.bank_file import Bank, BankEntry
 from dialogue_ranker.serving.banks.cache import EmbeddingCache, cache_key
-from dialogue_ranker.serving.banks.encoder import TextEncoder, file_sha256, retrieval_query
+from dialogue_ranker.serving.banks.encoder import TextEncoder, file_sha256
 from dialogue_ranker.serving.banks.hubness import hubness
 from dialogue_ranker.serving.banks.index import QuantizedVectors
 from dialogue_ranker.serving.cpu import available_cpus
@@ -132,6 +132,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="bundle",
         help="the map bank requests are read with: the bundle's (in force), or one fitted on fused scores",
     )
+    p.add_argument(
+        "--last-turn-weight",
+        type=float,
+        default=None,
+        help="how much the last turn alone weighs in the query vector (default: each retriever's "
+        "query.last_turn_weight); written with --write",
+    )
     p.add_argument("--threads", type=int, default=None, help="ONNX Runtime threads (default: the CPUs)")
     p.add_argument("--cache-dir", type=Path, default=Path("runs/bank-eval-cache"), help="bank vectors")
     p.add_argument("--write", action="store_true", help="store the fitted fusion in each retriever.json")
@@ -139,6 +146,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.k < 10 or args.sample < 1 or args.check_sample < 0:
         p.error("--k must be at least 10 (R@10 is measured), --sample at least 1, --check-sample >= 0")
+    if args.last_turn_weight is not None and not 0.0 <= args.last_turn_weight <= 1.0:
+        p.error(f"--last-turn-weight {args.last_turn_weight} is not in [0, 1]")
     return args
 
 
@@ -231,8 +240,7 @@ class BankEvaluation:
         (``ranking.mask_repeats``): never ranked, so never found by retrieval alone either.
         """
         lists = [data.bank.lists[i] for i in data.queries]
-        turns = self.spec.query_turns
-        queries = self.encoder.embed_all([retrieval_query(x.context, last_turns=turns) for x in lists])
+        queries = self.encoder.embed_queries([x.context for x in lists], bulk=True)
         cosines = (queries @ vectors.codes.astype(np.float32).T) * vectors.scales[None, :]
         repeated = np.zeros(cosines.shape, dtype=bool)
         rows_by_key: dict[str, list[int]] = {}
@@ -356,11 +364,23 @@ def served_name(fusion: Fusion) -> str:
     return f"served: {bank_fusion.linear_name(fusion.cosine_weight, fusion.hubness_weight)}"
 
 
-def write_fusion(directory: Path, fusion: Fusion) -> Path:
-    """Store ``fusion`` in the retriever's ``retriever.json``, the rest of the file as it was."""
+def retriever_spec(directory: Path, args: argparse.Namespace) -> RetrieverSpec:
+    """The retriever at ``directory``, its query's last-turn weight set by ``--last-turn-weight``."""
+    spec = load_retriever(directory)
+    if args.last_turn_weight is None:
+        return spec
+    return dataclasses.replace(spec, last_turn_weight=args.last_turn_weight)
+
+
+def write_fusion(directory: Path, fusion: Fusion, spec: RetrieverSpec) -> Path:
+    """Store ``fusion`` and the query's last-turn weight in the retriever's ``retriever.json``.
+
+    The rest of the file stays as it was.
+    """
     path = directory / RETRIEVER_FILE
     meta = json.loads(path.read_text())
     meta["fusion"] = fusion.to_dict()
+    meta.setdefault("query", {"turns": spec.query_turns})["last_turn_weight"] = spec.last_turn_weight
     path.write_text(json.dumps(meta, indent=2) + "\n")
     return path
 
@@ -385,7 +405,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if found is None:
             raise SystemExit(f"ranker evaluate-bank: {directory} holds no retriever.json")
         results["retrievers"][str(found)] = evaluate_retriever(
-            found, BankEvaluation(bundle, scorer, load_retriever(found), args), data, fit_on, summary
+            found, BankEvaluation(bundle, scorer, retriever_spec(found, args), args), data, fit_on, summary
         )
     print(f"\n### side by side ({bundle.model_id}, k = {args.k}, fitted on {' and '.join(fit_on)})\n")
     print(bank_fusion.table(summary))
@@ -404,7 +424,8 @@ def evaluate_retriever(
 ) -> dict[str, Any]:
     """One retriever's tables and fitted fusion (written with ``--write``); its rows added to ``summary``."""
     spec, bundle, args = evaluation.spec, evaluation.bundle, evaluation.args
-    label = f"{spec.name} ({found}, query turns {spec.query_turns})"
+    query = f"query turns {spec.query_turns}, last turn weight {spec.last_turn_weight:g}"
+    label = f"{spec.name} ({found}, {query})"
     print(f"retriever {label}", file=sys.stderr)
     retrieval, scored = {}, {}
     for name, d in data.items():
@@ -423,6 +444,7 @@ def evaluate_retriever(
     fitted = {
         "on": {name: {"split": data[name].split, "queries": len(data[name].queries)} for name in fit_on},
         "k": args.k,
+        "query": {"turns": spec.query_turns, "last_turn_weight": spec.last_turn_weight},
         "metrics": {name: rows[served] for name, rows in columns.items()},
         "at": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
     }
@@ -431,7 +453,7 @@ def evaluate_retriever(
         fitted["checked"] = {name: rows[served] for name, rows in checked.items()}
     fusion = dataclasses.replace(fusion, fitted=fitted)
     if args.write:
-        print(f"\nwrote the fusion to {write_fusion(found, fusion)}", file=sys.stderr)
+        print(f"\nwrote the fusion to {write_fusion(found, fusion, spec)}", file=sys.stderr)
     return {
         "name": spec.name,
         "fusion": fusion.to_dict(),

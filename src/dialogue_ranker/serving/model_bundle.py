@@ -107,6 +107,10 @@ class RetrieverSpec:
     precision: str
     #: The request's last turns the retrieval query is made of (:func:`serving.banks.retrieval_query`).
     query_turns: int = 1
+    #: How much the last turn alone weighs in the query vector (``query.last_turn_weight``; 0: the
+    #: last ``query_turns`` turns alone): the vector is ``(1 - w) x embed(last turns) + w x
+    #: embed(last turn)``, so a response's cosine with it is the same mix of its two cosines.
+    last_turn_weight: float = 0.0
     input_names: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
     output_name: str = "embedding"
     #: How a bank request's logits and cosines make its final score (``fusion``; none: the logits).
@@ -147,6 +151,7 @@ def load_retriever(directory: str | Path) -> RetrieverSpec:
             name=str(meta["name"]),
             precision=str(meta.get("precision") or "fp32"),
             query_turns=int((meta.get("query") or {}).get("turns", 1)),
+            last_turn_weight=float((meta.get("query") or {}).get("last_turn_weight", 0.0)),
             input_names=tuple(meta.get("inputs", RetrieverSpec.input_names)),
             output_name=str(meta.get("output", RetrieverSpec.output_name)),
             fusion=_fusion(meta_path, meta.get("fusion")),
@@ -157,6 +162,8 @@ def load_retriever(directory: str | Path) -> RetrieverSpec:
         raise BundleError(f"{meta_path}: malformed retriever metadata ({e!r})") from e
     if spec.max_length < 2 or spec.dim < 1 or spec.query_turns < 1:
         raise BundleError(f"{meta_path}: max_length, dim and query.turns must be positive")
+    if not 0.0 <= spec.last_turn_weight <= 1.0:
+        raise BundleError(f"{meta_path}: query.last_turn_weight {spec.last_turn_weight} is not in [0, 1]")
     return spec
 
 

@@ -5,7 +5,8 @@ at start (nothing else runs then: ``/readyz`` is not ready), opened only when a 
 cache and dropped once the banks are ready; and a query session with the ranker's per-call
 threads (``onnx.intra_op_threads``), which embeds one request's context beside the ranker's calls
 without asking the CPUs for more threads than they have. The retrieval query is made of the
-request's last turns (:func:`retrieval_query`).
+request's last turns (:func:`retrieval_query`), mixed with its last turn alone where the retriever
+says so (:meth:`TextEncoder.embed_queries`).
 """
 
 from __future__ import annotations
@@ -130,6 +131,34 @@ class TextEncoder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """One request's texts (its retrieval query) on the query session: (texts, dim) float32."""
         return self._run(self._query, texts)
+
+    def embed_queries(self, contexts: Sequence[Sequence[Turn]], *, bulk: bool = False) -> np.ndarray:
+        """The retrieval query vector of each context: (contexts, dim) float32.
+
+        ``(1 - w) x`` the embedding of its last ``query_turns`` turns ``+ w x`` that of its last
+        turn alone, ``w`` the spec's ``last_turn_weight``: a response's cosine with it is the same
+        mix of its cosines with the two (not renormalised, so it stays that mix). The turns before
+        give the reply's topic, the last turn what it answers; on the dev banks the mix ranks better
+        than either (``docs/research/2026-11-27-last-turn-query.md``). A context of one turn, or a
+        weight of 0, has the one embedding. ``bulk``: on the bulk session (evaluation, many
+        contexts), else on the query session (one request).
+        """
+        spec = self.spec
+        texts = [retrieval_query(turns, last_turns=spec.query_turns) for turns in contexts]
+        mixed = [
+            i for i, turns in enumerate(contexts)
+            if spec.last_turn_weight > 0 and spec.query_turns > 1 and len(turns) > 1
+        ]  # fmt: skip
+        lasts = [retrieval_query(contexts[i], last_turns=1) for i in mixed]
+        if bulk:
+            vectors = self.embed_all([*texts, *lasts])
+        else:
+            vectors = self.embed([*texts, *lasts])
+        out = vectors[: len(texts)]
+        if mixed:
+            w = np.float32(spec.last_turn_weight)
+            out[mixed] = (1 - w) * out[mixed] + w * vectors[len(texts) :]
+        return out
 
     def embed_all(
         self,

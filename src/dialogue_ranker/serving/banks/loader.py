@@ -27,7 +27,7 @@ import numpy as np
 from dialogue_ranker.serving.banks.bank_file import Bank, BankEntry
 from dialogue_ranker.serving.banks.cache import EmbeddingCache, cache_key
 from dialogue_ranker.serving.banks.configured import read_banks, retriever_of
-from dialogue_ranker.serving.banks.encoder import EmbeddingStopped, TextEncoder, retrieval_query
+from dialogue_ranker.serving.banks.encoder import EmbeddingStopped, TextEncoder
 from dialogue_ranker.serving.banks.hubness import hubness
 from dialogue_ranker.serving.banks.index import ExactIndex, QuantizedVectors
 from dialogue_ranker.serving.cpu import available_cpus, intra_op_threads
@@ -207,10 +207,9 @@ class BankSet:
             k = max(0, min(self.retrieve_k, self.max_candidates - explicit))
         if k == 0 and not own:
             return [], []
-        query = retrieval_query(turns, last_turns=self.encoder.spec.query_turns)
         loop = asyncio.get_running_loop()
         rows, cosines, own_cosines = await loop.run_in_executor(
-            self.executor, self._search, served, query, k, own
+            self.executor, self._search, served, turns, k, own
         )
         entries, hubness = served.bank.entries, served.hubness
         drawn = [
@@ -220,11 +219,11 @@ class BankSet:
         return drawn, [float(c) for c in own_cosines]
 
     def _search(
-        self, served: ServedBank, query: str, k: int, own: Sequence[str]
+        self, served: ServedBank, turns: Sequence[Turn], k: int, own: Sequence[str]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         assert served.index is not None  # a ready bank has its index
         started = time.perf_counter()
-        vector = self.encoder.embed([query])[0]
+        vector = self.encoder.embed_queries([turns])[0]
         # Apart from the query: its vector stays what it is without them (no padding to their length).
         own_cosines = self.encoder.embed(own) @ vector if own else np.empty(0, dtype=np.float32)
         embedded = time.perf_counter()

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from dialogue_ranker.data.ranking_data import Candidate, RankingList
-from dialogue_ranker.serving.banks.encoder import TextEncoder, retrieval_query
+from dialogue_ranker.serving.banks.encoder import TextEncoder
 from dialogue_ranker.serving.cpu import available_cpus
 from dialogue_ranker.serving.model_bundle import load_retriever
 from dialogue_ranker.serving.tokenization import Turn
@@ -153,22 +153,17 @@ def retrieved_turns(
 ) -> dict[tuple[str, int], list[str]]:
     """``retrieved``'s pools: per (conversation, turn), the turns of others nearest in ``retriever``.
 
-    Each context is queried as a bank request is (its last turns, as many as the retriever's
-    ``query.turns``) against every turn of every conversation, by the retriever's cosine, its own
-    conversation left out: the other conversations' true replies a bank would offer for it.
+    Each context is queried as a bank request is (:meth:`TextEncoder.embed_queries`) against every
+    turn of every conversation, by the retriever's cosine, its own conversation left out: the other
+    conversations' true replies a bank would offer for it.
     """
     spec = load_retriever(retriever)
     encoder = TextEncoder(spec, bulk_threads=available_cpus())
     encoder.start()
     turns = TurnIndex.of(conversations)
-    queries = [
-        retrieval_query(
-            [Turn("user", m["message"].strip()) for m in conversations[c][:t]], last_turns=spec.query_turns
-        )
-        for c, t in turns.slots
-    ]
+    contexts = [[Turn("user", m["message"].strip()) for m in conversations[c][:t]] for c, t in turns.slots]
     doc_vectors = encoder.embed_all(turns.texts)
-    query_vectors = encoder.embed_all(queries)
+    query_vectors = encoder.embed_queries(contexts, bulk=True)
     encoder.close()
     hits = nearest_of_other_groups(
         lambda rows: query_vectors[rows] @ doc_vectors.T,
