@@ -65,7 +65,7 @@ def _weighted(entry: str) -> tuple[str, float | None]:
 class Conversion(_Strict):
     """One ``ranker convert`` call: its dataset, source (file or folder), negative mix and grouping."""
 
-    dataset: Literal["sugar", "topical-chat", "dailydialog-pp"]
+    dataset: Literal["sugar", "topical-chat", "dailydialog-pp", "written-situations"]
     source: str = Field(min_length=1)
     negatives: str | None = None
     #: SUGAR only: ``request`` splits by request text (``ranker convert --group-by``).

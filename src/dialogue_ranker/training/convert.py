@@ -3,6 +3,7 @@
     ranker convert sugar ../shared/data/sugar/sugar.jsonl runs/data/sugar.jsonl
     ranker convert topical-chat ../shared/data/topical_chat runs/data/topical_chat.jsonl
     ranker convert dailydialog-pp ../shared/data/dailydialog_pp/dev.jsonl runs/data/ddpp.jsonl
+    ranker convert written-situations data/written_situations/situations.toml runs/data/written.jsonl
 
 - **sugar**: one list per example: the request, its 12 statements (the gold ones marked
   relevant), its three rated responses. With ``--negatives``, wrong replies (label 0) are added,
@@ -38,6 +39,10 @@
   (label 0, ``adversarial``: they reuse the context's words) and 5 random negatives (label 0,
   ``random``). CC BY-NC-SA 4.0: for evaluation and model selection only, never for a model
   that ships.
+- **written-situations**: the project's own situated requests (``data/written_situations/``), each
+  under a situation that blocks it and one that does not, with plainly worded accepting and
+  declining replies (:mod:`training.converters.written_situations`): two lists per scenario, the
+  right kind of reply label 1, the other kind label 0. Written here; licensed as the project.
 """
 
 from __future__ import annotations
@@ -51,11 +56,13 @@ from dialogue_ranker.data.sugar import GROUPINGS as SUGAR_GROUPINGS
 from dialogue_ranker.training.converters.dailydialog_pp import convert_dailydialog_pp
 from dialogue_ranker.training.converters.sugar import SUGAR_NEGATIVE_KINDS, convert_sugar
 from dialogue_ranker.training.converters.topical_chat import NEGATIVE_KINDS, NEGATIVES, convert_topical_chat
+from dialogue_ranker.training.converters.written_situations import convert_written_situations
 
 CONVERTERS = {
     "sugar": convert_sugar,
     "topical-chat": convert_topical_chat,
     "dailydialog-pp": convert_dailydialog_pp,
+    "written-situations": convert_written_situations,
 }
 
 
