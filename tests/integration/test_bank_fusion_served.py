@@ -123,7 +123,7 @@ def test_evaluate_bank_fits_the_fusion_and_writes_it(model_dir: Path, tmp_path: 
     argv = ["--model", str(model_dir), "--retriever", str(retriever), "--lists", f"tiny={data}",
             "--split", "all", "--sample", "4", "--check-sample", "2", "--k", "10",
             "--cache-dir", str(tmp_path / "cache"),
-            "--calibration", "bank", "--last-turn-weight", "0.25",
+            "--calibration", "bank", "--last-turn-weight", "0.25", "--folds", "2",
             "--write", "--out", str(tmp_path / "out.json")]  # fmt: skip
     results = bank_eval.main(argv)
     fusion = load_retriever(retriever).fusion
@@ -139,6 +139,10 @@ def test_evaluate_bank_fits_the_fusion_and_writes_it(model_dir: Path, tmp_path: 
     assert checked[0] == "tiny (2 other queries)"
     assert fusion.fitted["checked"] == {checked[0]: checked[1][bank_eval.served_name(fusion)]}
     assert 0.0 <= checked[1]["ranker alone"]["r_at_1"] <= 1.0
+    # Cross-validated: the 4 sampled queries, each ranked by a fit on the other fold, pooled.
+    folds = results["retrievers"][str(retriever.resolve())]["cross_validated"]
+    assert len(folds["fits"]) == 2 and set(folds["metrics"]) == {"tiny"}
+    assert fusion.fitted["cross_validated"] == {"folds": 2, "metrics": folds["metrics"]}
     summary = json.loads((tmp_path / "out.json").read_text())["summary"]["tiny"]
     assert {"TF-IDF, last turn", f"{load_retriever(retriever).name}: retrieval alone"} <= set(summary)
     # A rerun reads the bank's vectors and the ranker's logits from the cache.

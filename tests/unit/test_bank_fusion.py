@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -99,9 +100,11 @@ def test_a_malformed_fusion_in_retriever_json_names_the_file_and_field(tmp_path:
 
 def test_write_fusion_keeps_the_rest_of_retriever_json(tmp_path: Path) -> None:
     directory = retriever_dir(tmp_path, query={"turns": 2})
-    write_fusion(directory, Fusion(3.0, 0.4, ranker="m@1"))
+    fitted_with = dataclasses.replace(load_retriever(directory), last_turn_weight=0.25)
+    write_fusion(directory, Fusion(3.0, 0.4, ranker="m@1"), fitted_with)
     spec = load_retriever(directory)
     assert spec.fusion.cosine_weight == 3.0 and spec.query_turns == 2 and spec.name == "enc"
+    assert spec.last_turn_weight == 0.25  # the query the fusion was fitted with
 
 
 def retrieved(
@@ -161,6 +164,20 @@ def test_a_hubness_weight_is_fitted_when_the_right_reply_loses_to_a_hub() -> Non
     r = retrieved([[1.0, 0.8]], [[0.6, 0.5]], [[False, True]], hubness=[[0.1, -0.05]])
     fusion, mrr = bank_fusion.fit_weights([r], centre=0.5, weights=(0.0, 10.0), ratios=(0.0, 1.0, 1.5))
     assert (fusion.cosine_weight, fusion.hubness_weight, mrr) == (10.0, 10.0, 1.0)  # the smallest that works
+
+
+def test_cross_validation_ranks_each_query_with_weights_fitted_without_it() -> None:
+    # The first query's hit needs a cosine weight above 2.5, the second's one below 2: no weight
+    # serves both, and each alone would fit a weight that fails the other.
+    wants_cosine = retrieved([[2.0, 1.0]], [[0.3, 0.7]], [[False, True]])
+    wants_ranker = retrieved([[2.0, 1.0]], [[0.5, 1.0]], [[True, False]])
+    both = bank_fusion.pooled([wants_cosine, wants_ranker])
+    fitted, _ = bank_fusion.fit_weights([both], centre=0.5)
+    assert bank_fusion.ranked_metrics(bank_fusion.fused(both, fitted), both.hits)["r_at_1"] == 0.5
+    metrics, fits = bank_fusion.cross_validated({"bank": both}, ["bank"], folds=2, seed=0)
+    # Each query ranked by the other's weight: both miss, where the fit on both flatters itself.
+    assert metrics["bank"]["r_at_1"] == 0.0
+    assert sorted(f.cosine_weight for f in fits) == [0.0, 3.0]
 
 
 def test_rank_fusion_sums_reciprocal_ranks() -> None:

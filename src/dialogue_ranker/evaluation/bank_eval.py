@@ -124,6 +124,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "seeded by --seed + 1)",
     )
     p.add_argument(
+        "--folds",
+        type=int,
+        default=0,
+        help="also cross-validate the fit: each sampled query ranked by the fusion fitted on the "
+        "other folds (0: not)",
+    )
+    p.add_argument(
         "--fit-on", action="append", help="a dataset the fusion is fitted on (repeatable; default: every one)"
     )
     p.add_argument(
@@ -146,6 +153,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.k < 10 or args.sample < 1 or args.check_sample < 0:
         p.error("--k must be at least 10 (R@10 is measured), --sample at least 1, --check-sample >= 0")
+    if args.folds == 1 or args.folds < 0:
+        p.error(f"--folds {args.folds}: 0 (no cross-validation) or at least 2")
     if args.last_turn_weight is not None and not 0.0 <= args.last_turn_weight <= 1.0:
         p.error(f"--last-turn-weight {args.last_turn_weight} is not in [0, 1]")
     return args
@@ -451,6 +460,9 @@ def evaluate_retriever(
     checked = check_queries(evaluation, data, fusion)
     if checked:
         fitted["checked"] = {name: rows[served] for name, rows in checked.items()}
+    folds = cross_validate(scored, fit_on, args)
+    if folds:
+        fitted["cross_validated"] = {"folds": args.folds, "metrics": folds["metrics"]}
     fusion = dataclasses.replace(fusion, fitted=fitted)
     if args.write:
         print(f"\nwrote the fusion to {write_fusion(found, fusion, spec)}", file=sys.stderr)
@@ -460,7 +472,28 @@ def evaluate_retriever(
         "methods": columns,
         "calibration": checks,
         "checked": checked,
+        "cross_validated": folds,
     }
+
+
+def cross_validate(
+    scored: dict[str, Retrieved], fit_on: list[str], args: argparse.Namespace
+) -> dict[str, Any]:
+    """``--folds``: every sampled query ranked by the fusion fitted on the other folds (printed)."""
+    if not args.folds:
+        return {}
+    metrics, chosen = bank_fusion.cross_validated(scored, fit_on, args.folds, args.seed)
+    columns: dict[str, dict[str, dict[str, float]]] = {}
+    for name, r in scored.items():
+        columns[f"{name} ({r.queries} queries)"] = {
+            "retrieval alone, its top k": bank_fusion.ranked_metrics(r.cosines, r.hits, r.kept),
+            "ranker alone": bank_fusion.ranked_metrics(r.logits, r.hits, r.kept),
+            f"fusion fitted on the other {args.folds - 1} folds": metrics[name],
+        }
+    fits = ", ".join(bank_fusion.linear_name(f.cosine_weight, f.hubness_weight) for f in chosen)
+    print(f"\ncross-validated ({args.folds} folds; each fold's fit: {fits}):\n")
+    print(bank_fusion.table(columns))
+    return {"folds": args.folds, "metrics": metrics, "fits": [f.to_dict() for f in chosen]}
 
 
 def check_queries(
