@@ -4,9 +4,10 @@ Written by hand (not from any dataset): situated requests, open chat turns from 
 generators, and customer-service turns with an intent. Each case asserts that the person's pick
 ranks first through ``POST /rank`` on the real model (ONNX Runtime, in process).
 
-The service with model 2.9.0 gets 30 of the 40 right: 17 of the first 20 and 13 of the 20
-same-request pairs (2.8.0: 17 and 12). 2.8.0 got 17 of the 20 right, as 2.7.0 did (the same graph: the reply's
-prior moves only the multi-turn requests' scores, none of their picks): 2.6.0's 16 and the
+The service with model 2.10.0 gets 34 of the 40 right: 19 of the first 20 and 15 of the 20
+same-request pairs (2.9.0: 17 and 13; 2.8.0: 17 and 12). 2.8.0 got 17 of the 20 right, as 2.7.0
+did (the same graph: the reply's prior moves only the multi-turn requests' scores, none of
+their picks): 2.6.0's 16 and the
 cancellation request (2.6.0 got 16, as 2.5.1 did (the same graph; the seven multi-turn requests rank
 the same with its last-turn view): 15 by the model, and 1 more because the repeat mask
 (``ranking.mask_repeats``, on by default) removes a candidate that says a turn of the conversation
@@ -382,27 +383,26 @@ SITUATED_PAIRS = [
 ]
 CASES += SITUATED_PAIRS
 
-#: Cases the service with model 2.9.0 gets wrong (the person's pick is not first), and whether the
+#: Cases the service with model 2.10.0 gets wrong (the person's pick is not first), and whether the
 #: service abstains on the hot-room request. Update with the README's count when the model changes.
-#: (2.8.0 also missed "lake-storm-accepts"; 2.6.0 and 2.5.1 "service-cancel".)
+#: (2.9.0 also missed "coffee-machine-broken", "late-for-meeting", "dinner-shellfish-declines",
+#: "train-strike-accepts" and "pharmacy-hours-accepts", and got "flat-tyre-declines" right; 2.8.0
+#: also missed "lake-storm-accepts"; 2.6.0 and 2.5.1 "service-cancel".)
 KNOWN_MISSES = {
-    "coffee-machine-broken",
-    "late-for-meeting",
     "dinner-allergy",
-    # Same request, opposite situation (13 of the 20 right):
-    "dinner-shellfish-declines",
+    # Same request, opposite situation (15 of the 20 right):
     "restaurant-monday-accepts",
-    "train-strike-accepts",
+    "flat-tyre-declines",
     "car-keys-beer-declines",
     "printer-ink-accepts",
     "call-dentist-accepts",
-    "pharmacy-hours-accepts",
 }
-#: 2.9.0 ranks the window first at 0.873, over the bundle's threshold (0.450), with "I do not know."
-#: second at 0.225 (OpenVINO bf16, as `--backend auto` picks here). 2.8.0: 0.698 over 0.438 and
-#: "Pizza is great." at 0.421 (2.7.0: the same scores over 0.413; 2.6.0: 0.733 over 0.432 and 0.607;
-#: 2.5.1: the same, threshold 0.426; 2.5.0: 0.751 over 0.375 and 0.591; 2.4.0: 0.629 over 0.607 and
-#: 0.618; 2.3.1 ranked it first at 0.626, under its threshold, 0.633.)
+#: 2.10.0 ranks the window first at 0.917, over the bundle's threshold (0.447), with "I do not
+#: know." second at 0.224 (OpenVINO bf16, as `--backend auto` picks here). 2.9.0: 0.873 over 0.450
+#: and 0.225. 2.8.0: 0.698 over 0.438 and "Pizza is great." at 0.421 (2.7.0: the same scores over
+#: 0.413; 2.6.0: 0.733 over 0.432 and 0.607; 2.5.1: the same, threshold 0.426; 2.5.0: 0.751 over
+#: 0.375 and 0.591; 2.4.0: 0.629 over 0.607 and 0.618; 2.3.1 ranked it first at 0.626, under its
+#: threshold, 0.633.)
 HOT_ROOM_ABSTAINS = False
 
 
@@ -410,7 +410,7 @@ def _with_known_misses(cases):
     marked = []
     for case in cases:
         if case.id in KNOWN_MISSES:
-            reason = "model 2.9.0 does not rank the person's pick first"
+            reason = "model 2.10.0 does not rank the person's pick first"
             case = pytest.param(*case.values, id=case.id, marks=pytest.mark.xfail(strict=True, reason=reason))
         marked.append(case)
     return marked
@@ -456,13 +456,13 @@ def test_the_hot_room_request_does_not_abstain(results):
     assert results["hot-room"]["abstain"] is False, results["hot-room"]
 
 
-@pytest.mark.xfail(strict=True, reason="model 2.9.0 ranks the non sequitur first (-1.86 against -2.57)")
+@pytest.mark.xfail(strict=True, reason="model 2.10.0 ranks the non sequitur first (-1.88 against -2.39)")
 def test_a_bare_hot_room_request_gets_the_window_over_a_non_sequitur(model_dir: Path) -> None:
     """Two candidates, no statements: the fitting offer must beat a reply about something else.
 
     Kept apart from ``CASES`` (whose count the README and the model card quote per version): found
     by trying the service by hand after 2.8.0 shipped, on ONNX Runtime and OpenVINO alike (2.8.0: -0.78
-    against -1.20).
+    against -1.20; 2.9.0: -1.86 against -2.57).
     """
     import asyncio
 

@@ -12,7 +12,8 @@ from dialogue_ranker.recipes.schema import RecipeError, parse_recipe
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE_2_8_0 = REPO / "recipes" / "dialogue-minilm-l6-2.8.0.toml"  # two branches, two GPU stages
-RECIPE_2_9_0 = REPO / "recipes" / "dialogue-minilm-l6-2.9.0.toml"  # shipped: a stage on top of 2.8.0
+RECIPE_2_9_0 = REPO / "recipes" / "dialogue-minilm-l6-2.9.0.toml"  # a stage on top of 2.8.0
+RECIPE_2_10_0 = REPO / "recipes" / "dialogue-minilm-l6-2.10.0.toml"  # shipped: 2.9.0's, written lists added
 CPU = REPO / "recipes" / "dialogue-minilm-l6-cpu.toml"
 
 TINY = """
@@ -144,6 +145,25 @@ def test_the_2_9_0_recipe_trains_on_top_of_2_8_0_and_exports_on_another_int8_gri
     assert "--run runs/dialogue-minilm-l6-2.9.0/short-s14 " in export and "--version 2.9.0 " in export
     assert "--variants int8_blockwise_asymmetric " in export and "models/" not in export
     assert "--last-turn-weight 0.5" in export and "--prior-weight 0.2" in export
+
+
+def test_the_2_10_0_recipe_is_2_9_0_s_stage_with_the_written_situations_in_its_mix(tmp_path):
+    """2.10.0 converts the project's written situated requests and trains 2.9.0's stage with them."""
+    plan = Plan(fake_repo(tmp_path, RECIPE_2_10_0.read_text()))
+    recipe = plan.recipe
+    assert (recipe.name, recipe.version) == ("dialogue-minilm-l6", "2.10.0")
+    written = recipe.data["written.jsonl"]
+    assert written.dataset == "written-situations"
+    assert written.source == "data/written_situations/situations.toml"
+    trains = [s for s in recipe.stages if s.kind == "train"]
+    assert [s.seed for s in trains] == [14, 15]
+    assert {s.init_bundle for s in trains} == {"runs/dialogue-minilm-l6-2.8.0"}
+    old = Plan(fake_repo(tmp_path / "old", RECIPE_2_9_0.read_text())).recipe
+    before = [s for s in old.stages if s.kind == "train"]
+    assert trains[0].data == [*before[0].data, "written.jsonl:30"]  # 2.9.0's mix, plus the written lists
+    export = " ".join(argv_of(plan, "bundle"))
+    assert "--run runs/dialogue-minilm-l6-2.10.0/written-s14 " in export and "--version 2.10.0 " in export
+    assert "--variants int8_blockwise_asymmetric " in export and "models/" not in export
 
 
 def test_the_cpu_recipe_runs_on_cpu_within_the_hour():
