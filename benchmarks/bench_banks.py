@@ -12,9 +12,9 @@ socialbot replies):
 2. search: ``--search-size`` int8 rows searched for the nearest ``--retrieve-k`` (in this
    process, numpy's own threads), and one query embedded by the retrieval encoder (one thread, as
    the service's query session on 2 cores);
-3. a request against a ``--request-bank`` bank beside the same request sending the candidates
-   the bank gave it explicitly, alternating, one client, the logit cache off (both compute every
-   logit): p50 of each and their ratio.
+3. a three-turn request against a ``--request-bank`` bank beside the same request sending the
+   candidates the bank gave it explicitly, alternating, one client, the logit cache off (both
+   compute every logit): p50 of each and their ratio.
 
 Run it on a quiet machine: the cold start of a 100,000-response bank embeds for minutes on 2 cores.
 """
@@ -161,7 +161,7 @@ def search(args: argparse.Namespace) -> dict[str, float]:
     }
 
 
-def explicit_twin(context: str, answer: dict[str, Any]) -> dict[str, Any]:
+def explicit_twin(context: str | list[dict[str, str]], answer: dict[str, Any]) -> dict[str, Any]:
     """The bank request's retrieved responses sent as candidates, in retrieval order."""
     drawn = sorted(answer["ranking"], key=lambda r: -r["retrieval_score"])
     return {"context": context, "candidates": [{"id": r["id"], "text": r["text"]} for r in drawn]}
@@ -178,7 +178,12 @@ def request_cost(args: argparse.Namespace, work: Path) -> dict[str, float]:
         with httpx.Client(base_url=url, timeout=120) as client:
             pairs = []
             for n in range(args.requests):
-                context = CONTEXTS[n % len(CONTEXTS)] + " " * (n // len(CONTEXTS))
+                last = CONTEXTS[n % len(CONTEXTS)] + " " * (n // len(CONTEXTS))
+                # Three turns, as a dialog manager sends them: the query mixes the last two with
+                # the last one (two texts embedded), and the ranker reads its last-turn view too.
+                context = [{"speaker": "user", "text": "Hi there!"},
+                           {"speaker": "bot", "text": "Hello! How is your day going?"},
+                           {"speaker": "user", "text": last}]  # fmt: skip
                 body = {"context": context, "bank": "bench", "retrieve_k": args.retrieve_k}
                 body["mask_mode"] = "off"  # the same candidates scored both ways, none masked
                 answer = client.post("/rank", json=body).json()  # warm-up, and what the bank gives
@@ -220,9 +225,9 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> None:
     print(f"\nsearch of {s['rows']:,} responses (int8, {s['vectors_mb']:.1f} MB), k={args.retrieve_k}: "
           f"{s['search_ms']:.1f} ms; the query's embedding, one thread: {s['embed_ms']:.1f} ms (medians)")
     r = results["requests"]
-    print(f"\na request against a {r['responses']:,}-response bank (retrieve_k {args.retrieve_k}) and "
-          f"the same candidates sent explicitly, {args.requests} each, alternating, one client, "
-          "logit cache off:")
+    print(f"\na three-turn request against a {r['responses']:,}-response bank (retrieve_k "
+          f"{args.retrieve_k}) and the same candidates sent explicitly, {args.requests} each, "
+          "alternating, one client, logit cache off:")
     print(f"  bank p50 {r['bank_ms']:.1f} ms, explicit p50 {r['explicit_ms']:.1f} ms, ratio {r['ratio']:.2f}")
 
 
