@@ -635,6 +635,20 @@ def test_a_training_file_is_credited_to_its_dataset_by_name():
     assert dataset_of("sugarcane")[1:] == ("?", "?") and dataset_of("my-logs") == ("my-logs", "?", "?")
 
 
+def test_the_written_situations_are_credited_by_their_lists_groups(tmp_path):
+    """A file named after no dataset (``written.jsonl``) is credited by its groups: the project's licence."""
+    pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    from dialogue_ranker.data.ranking_data import write_lists
+    from dialogue_ranker.export.run_stages import dataset_of
+    from dialogue_ranker.training.converters.written_situations import convert_written_situations
+
+    source = Path(__file__).resolve().parents[2] / "data" / "written_situations" / "situations.toml"
+    written = tmp_path / "written.jsonl"
+    write_lists(written, convert_written_situations(source))
+    dataset, licence, _ = dataset_of("written", written)
+    assert "written for this project" in dataset and licence == "Apache-2.0"
+
+
 def test_a_training_file_whose_name_says_nothing_is_credited_by_its_lists_group(tmp_path):
     """2.9.0's ``tc-short-positive.jsonl`` is Topical-Chat: its lists' groups say so; others stay unknown."""
     pytest.importorskip("torch", reason="training extras (torch) are not installed")

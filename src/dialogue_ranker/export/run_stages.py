@@ -24,6 +24,12 @@ DATASETS = {
         "Gopalakrishnan et al., 'Topical-Chat: Towards Knowledge-Grounded Open-Domain Conversations', "
         "Interspeech 2019 (Amazon Alexa Prize)",
     ),
+    # Its lists' groups are "written-situation: NAME" (training.converters.written_situations).
+    "written-situation": (
+        "Situated requests written for this project (data/written_situations/)",
+        "Apache-2.0",
+        "Written by the ranking-service developers",
+    ),
 }
 
 
