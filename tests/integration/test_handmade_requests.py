@@ -396,7 +396,8 @@ UNSEEN_PAIRS = [
             "A shuttle bus runs from the station to the concert.",
         ],
         ["The car was checked at the garage this week.", "The concert hall has a car park."],
-        "The garage said not to drive the car with the engine warning on. Shall I find the shuttle bus from the station instead?",
+        "The garage said not to drive the car with the engine warning on. "
+        "Shall I find the shuttle bus from the station instead?",
         "Here's your route: about forty minutes, and the concert hall has parking.",
         "Concerts are often loud.",
     ),
@@ -417,7 +418,8 @@ UNSEEN_PAIRS = [
             "The planetarium next door is open tomorrow.",
         ],
         ["The science museum is open tomorrow from 9 am.", "Tickets can be bought online."],
-        "The science museum is closed tomorrow because of a staff strike. Shall I get tickets for the planetarium next door?",
+        "The science museum is closed tomorrow because of a staff strike. "
+        "Shall I get tickets for the planetarium next door?",
         "Done, two tickets for the science museum tomorrow are in your email.",
         "Museums keep collections of objects.",
     ),
