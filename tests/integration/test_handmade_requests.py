@@ -466,6 +466,8 @@ KNOWN_MISSES = {
     "car-keys-beer-declines",
     "printer-ink-accepts",
     "call-dentist-accepts",
+    # Unseen pairs (11 of the 12 right):
+    "design-meeting-accepts",
 }
 #: 2.10.0 ranks the window first at 0.917, over the bundle's threshold (0.447), with "I do not
 #: know." second at 0.224 (OpenVINO bf16, as `--backend auto` picks here). 2.9.0: 0.873 over 0.450

@@ -79,7 +79,12 @@ def convert_written_situations(path: Path, *, seed: int = 0) -> Iterator[Ranking
     rng = random.Random(seed)
     for scenario in scenarios:
         own = set(scenario.blocked) | set(scenario.clear)
-        others = [s for x in scenarios if x is not scenario for s in (*x.blocked, *x.clear) if s not in own]
+        # Unique, so a statement two scenarios share is not twice as likely to be drawn.
+        others = list(
+            dict.fromkeys(
+                s for x in scenarios if x is not scenario for s in (*x.blocked, *x.clear) if s not in own
+            )
+        )
         if len(others) < DISTRACTORS + 1:
             raise ValueError(
                 f"{path}: {scenario.name}: {len(others)} other scenarios' statements, "
