@@ -89,3 +89,24 @@ def test_the_written_file_converts_and_keeps_out_of_the_hand_made_test_requests(
     # Training data, never a test: no written request is one of the hand-made test requests.
     tests = HANDMADE_TESTS.read_text()
     assert not [s.request for s in scenarios if s.request in tests]
+
+
+def test_a_statement_two_scenarios_share_is_drawn_once(tmp_path: Path) -> None:
+    def table(name: str, blocked: list[str], clear: list[str]) -> str:
+        return (
+            f'[[scenario]]\nname = "{name}"\nrequest = "Request {name}?"\nblocked = {blocked}\n'
+            f'clear = {clear}\naccept = ["Yes, {name}."]\ndecline = ["No, {name}."]\n'
+        ).replace("'", '"')
+
+    source = tmp_path / "shared.toml"
+    source.write_text(
+        table("a", ["A blocks."], ["A is clear."])
+        + table("b", ["Shared fact.", "B blocks."], ["B is clear.", "B has time."])
+        + table("c", ["Shared fact.", "C blocks."], ["C is clear.", "C has time."])
+    )
+    # "a" draws its distractors and wrong reply from 7 distinct statements, one of them listed by
+    # both "b" and "c": drawn from the list with repeats, it would often land in one list twice.
+    for seed in range(10):
+        for x in convert_written_situations(source, seed=seed):
+            drawn = [*x.situations, *(c.text for c in x.candidates if c.generator == "statement")]
+            assert len(drawn) == len(set(drawn)), (seed, x.group, drawn)
