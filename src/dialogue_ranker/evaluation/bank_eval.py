@@ -460,7 +460,7 @@ def evaluate_retriever(
     checked = check_queries(evaluation, data, fusion)
     if checked:
         fitted["checked"] = {name: rows[served] for name, rows in checked.items()}
-    folds = cross_validate(scored, fit_on, args)
+    folds = cross_validate(scored, fit_on, columns, args)
     if folds:
         fitted["cross_validated"] = {"folds": args.folds, "metrics": folds["metrics"]}
     fusion = dataclasses.replace(fusion, fitted=fitted)
@@ -477,17 +477,23 @@ def evaluate_retriever(
 
 
 def cross_validate(
-    scored: dict[str, Retrieved], fit_on: list[str], args: argparse.Namespace
+    scored: dict[str, Retrieved],
+    fit_on: list[str],
+    methods: dict[str, dict[str, dict[str, float]]],
+    args: argparse.Namespace,
 ) -> dict[str, Any]:
-    """``--folds``: every sampled query ranked by the fusion fitted on the other folds (printed)."""
+    """``--folds``: every sampled query ranked by the fusion fitted on the other folds (printed).
+
+    ``methods``: :func:`report`'s figures on the same queries, whose baselines are printed beside.
+    """
     if not args.folds:
         return {}
     metrics, chosen = bank_fusion.cross_validated(scored, fit_on, args.folds, args.seed)
+    baselines = ("retrieval alone, its top k", "ranker alone")
     columns: dict[str, dict[str, dict[str, float]]] = {}
     for name, r in scored.items():
         columns[f"{name} ({r.queries} queries)"] = {
-            "retrieval alone, its top k": bank_fusion.ranked_metrics(r.cosines, r.hits, r.kept),
-            "ranker alone": bank_fusion.ranked_metrics(r.logits, r.hits, r.kept),
+            **{row: methods[name][row] for row in baselines},
             f"fusion fitted on the other {args.folds - 1} folds": metrics[name],
         }
     fits = ", ".join(bank_fusion.linear_name(f.cosine_weight, f.hubness_weight) for f in chosen)
