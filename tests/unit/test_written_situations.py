@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -93,10 +94,11 @@ def test_the_written_file_converts_and_keeps_out_of_the_hand_made_test_requests(
 
 def test_a_statement_two_scenarios_share_is_drawn_once(tmp_path: Path) -> None:
     def table(name: str, blocked: list[str], clear: list[str]) -> str:
+        # A JSON array of strings is a TOML array.
         return (
-            f'[[scenario]]\nname = "{name}"\nrequest = "Request {name}?"\nblocked = {blocked}\n'
-            f'clear = {clear}\naccept = ["Yes, {name}."]\ndecline = ["No, {name}."]\n'
-        ).replace("'", '"')
+            f'[[scenario]]\nname = "{name}"\nrequest = "Request {name}?"\nblocked = {json.dumps(blocked)}\n'
+            f'clear = {json.dumps(clear)}\naccept = ["Yes, {name}."]\ndecline = ["No, {name}."]\n'
+        )
 
     source = tmp_path / "shared.toml"
     source.write_text(
