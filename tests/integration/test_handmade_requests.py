@@ -4,8 +4,9 @@ Written by hand (not from any dataset): situated requests, open chat turns from 
 generators, and customer-service turns with an intent. Each case asserts that the person's pick
 ranks first through ``POST /rank`` on the real model (ONNX Runtime, in process).
 
-The service with model 2.10.0 gets 34 of the 40 right: 19 of the first 20 and 15 of the 20
-same-request pairs (2.9.0: 17 and 13; 2.8.0: 17 and 12). 2.8.0 got 17 of the 20 right, as 2.7.0
+The service with model 2.10.0 gets 45 of the 52 right: 19 of the first 20, 15 of the 20
+same-request pairs (2.9.0: 17 and 13; 2.8.0: 17 and 12) and 11 of the 12 unseen pairs (2.9.0: 9;
+2.8.0: 7). 2.8.0 got 17 of the 20 right, as 2.7.0
 did (the same graph: the reply's prior moves only the multi-turn requests' scores, none of
 their picks): 2.6.0's 16 and the
 cancellation request (2.6.0 got 16, as 2.5.1 did (the same graph; the seven multi-turn requests rank
