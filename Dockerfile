@@ -1,4 +1,5 @@
-# Production image of the response-ranking service: ONNX Runtime on CPU, the shipped model baked in.
+# Production image of the response-ranking service: ONNX Runtime and OpenVINO on CPU (`--backend auto`
+# serves the faster on the host's CPU), the shipped model baked in.
 #   docker build -t ranking-service:0.1.0 .
 #   docker run --rm -p 8000:8000 ranking-service:0.1.0
 # Flags after the image name go to `ranker serve` (e.g. `--log-level debug`); every setting is
@@ -18,7 +19,8 @@ WORKDIR /src
 COPY pyproject.toml ./
 COPY src/dialogue_ranker/__init__.py src/dialogue_ranker/cli.py src/dialogue_ranker/
 COPY src/dialogue_ranker/serving/ src/dialogue_ranker/serving/
-# The project's base install, the same step as `make serve` (no extras: no torch at serving time).
+# The project's base install, the same step as `make serve` (no extras: no torch at serving time). It
+# includes OpenVINO (a serving dependency on this platform), so `auto` chooses among every runtime.
 RUN /opt/venv/bin/pip install --no-cache-dir .
 
 
@@ -42,7 +44,8 @@ ENV PATH="/opt/venv/bin:${PATH}" \
     HF_HUB_OFFLINE=1 \
     RANKER_HOST=0.0.0.0 \
     RANKER_PORT=8000 \
-    RANKER_MODEL=/app/models/dialogue-minilm-l6
+    RANKER_MODEL=/app/models/dialogue-minilm-l6 \
+    RANKER_AUTO__CACHE_DIR=/tmp/ranker
 
 WORKDIR /app
 # Files stay owned by root: the service only reads them, so the ranker user cannot alter code or model.

@@ -24,8 +24,9 @@ $(VENV)/.dev-deps: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@ $(VENV)/.serve-deps
 
+# `auto`'s choice of runtime is kept in runs/cache, so a restart on this machine skips the trial.
 serve: $(VENV)/.serve-deps
-	$(BIN)/ranker serve $(ARGS)
+	RANKER_AUTO__CACHE_DIR=$${RANKER_AUTO__CACHE_DIR:-runs/cache} $(BIN)/ranker serve $(ARGS)
 
 lint: $(VENV)/.dev-deps
 	$(BIN)/ruff check .

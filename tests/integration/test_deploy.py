@@ -175,7 +175,7 @@ def test_the_settings_config_map_is_accepted_by_settings(
     rendered: dict[str, list[Manifest]], overlay: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = _settings_from(_settings_env(rendered[overlay]), monkeypatch)
-    assert settings.backend == {"cpu": "onnx", "gpu": "triton"}[overlay]
+    assert settings.backend == {"cpu": "auto", "gpu": "triton"}[overlay]
     assert settings.host == "0.0.0.0"
 
 

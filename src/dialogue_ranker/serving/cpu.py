@@ -80,15 +80,27 @@ def serial_tokenizers() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def cpu_flags(cpuinfo: Path = CPUINFO) -> frozenset[str]:
-    """The first processor's flags in ``/proc/cpuinfo`` (empty where it cannot be read)."""
+def _cpuinfo_field(name: str, cpuinfo: Path) -> str | None:
+    """The first processor's ``name`` line in ``/proc/cpuinfo`` (None where it cannot be read)."""
     try:
         for line in cpuinfo.read_text().splitlines():
-            if line.startswith("flags"):
-                return frozenset(line.partition(":")[2].split())
+            if line.startswith(name):
+                return line.partition(":")[2].strip()
     except OSError:
         pass
-    return frozenset()
+    return None
+
+
+def cpu_flags(cpuinfo: Path = CPUINFO) -> frozenset[str]:
+    """The first processor's flags in ``/proc/cpuinfo`` (empty where it cannot be read)."""
+    return frozenset((_cpuinfo_field("flags", cpuinfo) or "").split())
+
+
+def cpu_model(cpuinfo: Path = CPUINFO) -> str:
+    """The first processor's model name in ``/proc/cpuinfo`` (``platform.processor()`` elsewhere)."""
+    import platform
+
+    return _cpuinfo_field("model name", cpuinfo) or platform.processor() or "unknown"
 
 
 def native_bf16(flags: frozenset[str] | None = None) -> bool:

@@ -213,16 +213,32 @@ class AutoSettings(BaseModel):
     Each candidate (ONNX Runtime; OpenVINO in bf16 where the CPU has native bf16, and in f32)
     scores the bundle's sample sequences (``samples.json``, written by the export with their fp32
     logits); one whose calibrated scores stray from the fp32 reference past the tolerance is
-    refused; the rest are timed for ``probe_s`` each with the batcher's concurrent calls, and the
-    one that scored the most candidates per second serves.
+    refused; the rest are timed in turns for ``probe_s`` each (best of three rounds), and the one
+    that scored the most candidates per second serves. With ``cache_dir`` the choice is stored and
+    a restart with the same machine, bundle, runtime versions and settings serves it at once.
     """
 
     probe_s: float = Field(
-        0.3,
+        0.9,
         gt=0.0,
         le=30.0,
-        description="How long each candidate runtime is timed on the sample sequences at least (the "
-        "checking pass counts; on 2 CPUs it alone takes about 0.6 s).",
+        description="How long each accepted runtime is timed on the sample sequences, in three rounds taken "
+        "in turns with the others (each keeps its best round); the checking pass before is its warm-up "
+        "and is not timed.",
+    )
+    max_trial_s: float = Field(
+        20.0,
+        gt=0.0,
+        le=600.0,
+        description="Once the trial has taken this long, no further runtime is tried (the ones already "
+        "checked are still timed); bounds the start on a host too busy to measure (on 2 idle CPUs the "
+        "whole trial takes about 4 s).",
+    )
+    cache_dir: Path | None = Field(
+        None,
+        description="Where the choice is stored (backend-choice-<key>.json), so that a restart on the same "
+        "machine, bundle, runtime versions and settings serves it without a trial; none: every start "
+        "tries. A directory that cannot be written costs only the cache.",
     )
     min_top1_agreement: float = Field(
         0.9,

@@ -1,15 +1,22 @@
 """``--backend auto``: try each in-process runtime at start, serve the fastest whose scores hold.
 
 Every candidate (a runtime at one precision: ONNX Runtime on the graph as exported, OpenVINO in
-bf16 where the CPU has native bf16, OpenVINO in f32) is started, scores the bundle's sample
-sequences once (:mod:`dialogue_ranker.serving.samples`), and is refused when its calibrated scores
-are out of tolerance of the fp32 reference logits stored with them: top-1 agreement below
-``min_top1_agreement`` or mean absolute difference above ``max_mean_abs_diff``. Each accepted one
-is then timed for ``probe_s`` with as many concurrent calls as the batcher will run, and the one
-that scored the most candidates per second serves (of those within ``TIE_MARGIN`` of it, the one
-nearest fp32); the others are closed. When none is accepted
-(or the bundle has no samples) ONNX Runtime serves, as before there was a choice, and the reason
-says so. The choice is logged, reported by ``/v1/models`` and in ``ranker_model_info``.
+bf16 where the CPU has native bf16, OpenVINO in f32) is started and scores the bundle's sample
+sequences once (:mod:`dialogue_ranker.serving.samples`): it is refused when its calibrated scores
+are out of tolerance of the fp32 reference logits stored with them (top-1 agreement below
+``min_top1_agreement`` or mean absolute difference above ``max_mean_abs_diff``). That checking
+pass is also each runtime's warm-up (OpenVINO prepares its kernels for each new shape on first
+sight), so it is not timed. The accepted ones are then timed in turns, ``ROUNDS`` rounds of
+``probe_s / ROUNDS`` each with as many concurrent calls as the batcher will run, and each keeps
+its best round: a busy host only ever slows a round down, so the best is the least disturbed and
+every runtime is measured under the same conditions, not one after another minutes apart. The
+one that scored the most candidates per second serves (of those within ``TIE_MARGIN`` of it, the
+one nearest fp32); the others are closed. A trial that has spent ``max_trial_s`` tries no further
+runtime (the reason says which were left out). When none is accepted (or the bundle has no
+samples) ONNX Runtime serves, as before there was a choice, and the reason says so. With a cache
+(:mod:`dialogue_ranker.serving.backends.choice_cache`) a restart on the same machine, bundle,
+runtime versions and settings serves the stored choice without a trial. The choice is logged,
+reported by ``/v1/models`` and in ``ranker_model_info``.
 """
 
 from __future__ import annotations
@@ -18,13 +25,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
 from dialogue_ranker.serving.backends.base import AnyBackend, Backend
+from dialogue_ranker.serving.backends.choice_cache import ChoiceCache
 from dialogue_ranker.serving.calibration import Calibrator, runtime_key
 from dialogue_ranker.serving.errors import BackendError, BackendUnavailable
 from dialogue_ranker.serving.list_encoding import ListBatch
@@ -36,6 +44,9 @@ logger = logging.getLogger(__name__)
 #: Accepted runtimes whose rates are within this share of the fastest's are a tie (timing noise on
 #: a busy host is about this large): the one nearest the fp32 reference of them serves.
 TIE_MARGIN = 0.05
+#: Timing rounds: the accepted runtimes take turns, so a burst of other work on the host slows
+#: one round of each rather than the whole of one runtime's timing.
+ROUNDS = 3
 
 
 @dataclass(frozen=True)
@@ -138,6 +149,8 @@ class AutoBackend:
         tolerance: Tolerance,
         probe_s: float,
         concurrency: int,
+        max_trial_s: float = float("inf"),
+        cache: ChoiceCache | None = None,
     ) -> None:
         if not options or options[0].build is None:
             raise ValueError("auto needs a first option that can always be built (ONNX Runtime)")
@@ -147,6 +160,8 @@ class AutoBackend:
         self.tolerance = tolerance
         self.probe_s = probe_s
         self.concurrency = max(1, concurrency)
+        self.max_trial_s = max_trial_s
+        self.cache = cache
         self.choice: BackendChoice | None = None
         self._chosen: Backend | None = None
         #: The chosen backend's name and precision once started (metric labels use the name).
@@ -163,8 +178,10 @@ class AutoBackend:
             unchecked = ", ".join(o.label for o in self.options[1:])
             reason = f"the bundle has no sample sequences to check {unchecked} on: {fallback.label}"
             self.choice = BackendChoice("auto", self._chosen.name, fallback.precision, reason)
-        else:
-            self._choose(samples)
+        elif not self._start_cached():
+            option = self._choose(samples, deadline=started + self.max_trial_s)
+            if self.cache is not None and self.choice is not None:
+                self.cache.store(option.runtime, self.choice)
         assert self.choice is not None
         self.name, self.precision = self.choice.backend, self.choice.precision
         logger.info(
@@ -172,6 +189,20 @@ class AutoBackend:
             self.choice.backend, self.choice.precision, self.choice.reason, self.choice.rates(),
             time.perf_counter() - started,
         )  # fmt: skip
+
+    def _start_cached(self) -> bool:
+        """Serve the choice a trial made earlier on this machine, bundle and settings, if one is stored."""
+        stored = self.cache.load() if self.cache is not None else None
+        if stored is None:
+            return False
+        runtime, choice = stored
+        wanted = (runtime, choice.precision)
+        option = next((o for o in self.options if (o.runtime, o.precision) == wanted), None)
+        if option is None or option.build is None:
+            return False
+        self._chosen = self._start(option)
+        self.choice = choice
+        return True
 
     def _samples(self) -> SampleSet | None:
         if self.samples_path is None:
@@ -188,14 +219,28 @@ class AutoBackend:
         backend.start()
         return backend
 
-    def _choose(self, samples: SampleSet) -> None:
-        trials: list[Trial] = []
-        accepted: list[tuple[Trial, Option, Backend]] = []
+    def _choose(self, samples: SampleSet, *, deadline: float) -> Option:
+        """Check and time the options, start the chosen one; returns it."""
+        checked: list[tuple[Trial, Option, Backend | None]] = []
         for option in self.options:
-            trial, backend = self._try(option, samples)
-            trials.append(trial)
-            if backend is not None:
-                accepted.append((trial, option, backend))
+            if checked and time.perf_counter() >= deadline:
+                note = f"not tried: the trial's {self.max_trial_s:g} s (auto.max-trial-s) were spent"
+                checked.append((Trial(option.runtime, option.precision, False, note), option, None))
+            else:
+                trial, backend = self._check(option, samples)
+                checked.append((trial, option, backend))
+        running = [i for i, (_, _, backend) in enumerate(checked) if backend is not None]
+        rates = self._time(samples, [checked[i][2] for i in running])  # type: ignore[misc]
+        for i, (rate, failure) in zip(running, rates, strict=True):
+            trial, option, backend = checked[i]
+            if failure:
+                assert backend is not None
+                backend.close()
+                checked[i] = (replace(trial, accepted=False, note=failure), option, None)
+            else:
+                checked[i] = (replace(trial, candidates_per_s=round(rate, 1)), option, backend)
+        trials = [trial for trial, _, _ in checked]
+        accepted = [(t, o, b) for t, o, b in checked if b is not None]
         if accepted:
             fastest = max(t.candidates_per_s or 0.0 for t, _, _ in accepted)
             # Rates a few percent apart are noise: of those, the one nearest fp32 serves, so that
@@ -218,9 +263,10 @@ class AutoBackend:
             reason = f"no runtime within tolerance ({_summary(trials)}): {option.label}, the export's own"
             logger.warning("backend auto: %s", reason)
         self.choice = BackendChoice("auto", self._chosen.name, option.precision, reason, tuple(trials))
+        return option
 
-    def _try(self, option: Option, samples: SampleSet) -> tuple[Trial, Backend | None]:
-        """Start, check and time one option; the backend is returned only when accepted."""
+    def _check(self, option: Option, samples: SampleSet) -> tuple[Trial, Backend | None]:
+        """Start one option and check its scores; the backend is returned only when accepted."""
         if option.build is None:
             return Trial(option.runtime, option.precision, False, option.unavailable), None
         try:
@@ -228,14 +274,13 @@ class AutoBackend:
         except BackendUnavailable as e:
             return Trial(option.runtime, option.precision, False, f"cannot start: {e}"), None
         try:
-            backend.infer(samples.batches[0])  # the cold call (first allocations) is not timed
-            logits, seconds, _ = self._score(backend, samples.batches)
+            backend.infer(samples.batches[0])  # the cold call (first allocations)
+            logits, _, _ = self._score(backend, samples.batches)
             measured = agreement(logits, samples, self.calibration)
-            refused = self.tolerance.refuses(measured.top1_agreement, measured.mean_abs_diff)
-            rate = None if refused else self._rate(backend, samples, seconds)
         except (BackendError, BackendUnavailable) as e:
             backend.close()
             return Trial(option.runtime, option.precision, False, f"failed on the samples: {e}"), None
+        refused = self.tolerance.refuses(measured.top1_agreement, measured.mean_abs_diff)
         if refused:
             backend.close()
         trial = Trial(
@@ -243,12 +288,38 @@ class AutoBackend:
             option.precision,
             accepted=not refused,
             note=refused,
-            candidates_per_s=None if rate is None else round(rate, 1),
             top1_agreement=round(measured.top1_agreement, 4),
             mean_abs_diff=round(measured.mean_abs_diff, 5),
             max_abs_diff=round(measured.max_abs_diff, 5),
         )
         return trial, None if refused else backend
+
+    def _time(self, samples: SampleSet, backends: Sequence[Backend]) -> list[tuple[float, str]]:
+        """Each backend's candidates per second, its best of ``ROUNDS`` turns of ``probe_s / ROUNDS``.
+
+        The turns start from a different backend each round, so none is always timed first. Beside
+        each rate: why the backend failed while timed ('' when it did not).
+        """
+        best = [0.0] * len(backends)
+        failures = [""] * len(backends)
+        # One runtime has nothing to be compared with: a single round only reports its rate.
+        for round_ in range(ROUNDS if len(backends) > 1 else 1):
+            for step in range(len(backends)):
+                index = (round_ + step) % len(backends)
+                if failures[index]:
+                    continue
+                try:
+                    rate = self._rate(backends[index], samples, self.probe_s / ROUNDS)
+                except (BackendError, BackendUnavailable) as e:
+                    failures[index] = f"failed while timed: {e}"
+                    continue
+                best[index] = max(best[index], rate)
+        return list(zip(best, failures, strict=True))
+
+    def _rate(self, backend: Backend, samples: SampleSet, seconds: float) -> float:
+        """Candidates per second of round-robin calls over the samples for ``seconds``."""
+        _, taken, scored = self._score(backend, samples.batches, until=time.perf_counter() + seconds)
+        return scored / taken if taken > 0 else 0.0
 
     def _score(
         self, backend: Backend, batches: Sequence[Batch | ListBatch], until: float | None = None
@@ -292,15 +363,6 @@ class AutoBackend:
         if errors:
             raise errors[0]
         return [z for z in out if z is not None], time.perf_counter() - started, scored
-
-    def _rate(self, backend: Backend, samples: SampleSet, seconds: float) -> float:
-        """Candidates per second: the checking pass, then round-robin calls until ``probe_s`` is spent."""
-        candidates = samples.candidates
-        if seconds < self.probe_s:
-            until = time.perf_counter() + self.probe_s - seconds
-            _, more_seconds, more = self._score(backend, samples.batches, until=until)
-            candidates, seconds = candidates + more, seconds + more_seconds
-        return candidates / seconds
 
     def close(self) -> None:
         """Close the chosen backend."""

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 from functools import partial
+from pathlib import Path
 
 from dialogue_ranker.serving.backends.auto import AutoBackend, Option, Tolerance
 from dialogue_ranker.serving.backends.base import AnyBackend
+from dialogue_ranker.serving.backends.choice_cache import ChoiceCache, file_digest
 from dialogue_ranker.serving.backends.onnx import OnnxBackend
 from dialogue_ranker.serving.backends.openvino import (
     INSTALL_HINT,
@@ -15,7 +18,14 @@ from dialogue_ranker.serving.backends.openvino import (
     resolve_precision,
     resolve_weights,
 )
-from dialogue_ranker.serving.cpu import available_cpus, batch_workers, intra_op_threads, native_bf16
+from dialogue_ranker.serving.cpu import (
+    available_cpus,
+    batch_workers,
+    cpu_flags,
+    cpu_model,
+    intra_op_threads,
+    native_bf16,
+)
 from dialogue_ranker.serving.model_bundle import OnnxModelSpec
 from dialogue_ranker.serving.settings import Settings
 
@@ -111,4 +121,34 @@ def auto_backend(settings: Settings, spec: OnnxModelSpec) -> AutoBackend:
         tolerance=Tolerance(auto.min_top1_agreement, auto.max_mean_abs_diff),
         probe_s=auto.probe_s,
         concurrency=batch_workers(settings.batching.workers),
+        max_trial_s=auto.max_trial_s,
+        cache=None if auto.cache_dir is None else choice_cache(settings, spec, auto.cache_dir),
     )
+
+
+def choice_cache(settings: Settings, spec: OnnxModelSpec, directory: Path) -> ChoiceCache:
+    """Where ``spec``'s choice is kept, keyed by everything that decides it."""
+    return ChoiceCache(
+        directory,
+        {
+            "graph": file_digest(spec.path),
+            "samples": file_digest(spec.samples) if spec.samples is not None else None,
+            "cpu": cpu_model(),
+            "flags": sorted(cpu_flags()),
+            "cpus": available_cpus(),
+            "versions": {name: _version(name) for name in ("onnxruntime", "openvino")},
+            "settings": {
+                "onnx": settings.onnx.model_dump(mode="json"),
+                "openvino": settings.openvino.model_dump(mode="json"),
+                "auto": settings.auto.model_dump(mode="json", exclude={"cache_dir", "max_trial_s"}),
+                "workers": settings.batching.workers,
+            },
+        },
+    )
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None

@@ -14,8 +14,9 @@ batcher call, so that calls queue inside OpenVINO for the next free stream rathe
 the CPUs. Like the ONNX backend, a call that starts while no other runs uses a second compilation
 with every CPU in one stream (``solo_threads``): a lone request is not held to one CPU.
 
-``openvino`` is an optional dependency (``pip install 'ranking-service[openvino]'``); the module
-imports it at :meth:`OpenVinoBackend.start`, never at import time.
+``openvino`` is a serving dependency wherever OpenVINO publishes a wheel (Linux x86-64 and arm64,
+Windows x86-64, macOS arm64: ``pyproject.toml``); elsewhere ``auto`` serves ONNX Runtime and says
+why. The module imports it at :meth:`OpenVinoBackend.start`, never at import time.
 """
 
 from __future__ import annotations
@@ -46,11 +47,14 @@ Weights = Literal["int8", "fp32"]
 #: weights' blocks of 128 (MatMulNBits' own), 1.24x faster than OpenVINO's default of 32 on 2 Zen 5
 #: cores at the same distance from fp32 (docs/research/2026-11-26-openvino-backend.md).
 GROUP_SIZE = 128
-INSTALL_HINT = "pip install 'ranking-service[openvino]'"
+INSTALL_HINT = (
+    "the service installs it wherever OpenVINO publishes a wheel (Linux x86-64/arm64, Windows x86-64, "
+    "macOS arm64); this platform has none or the install left it out: pip install openvino"
+)
 
 
 def openvino_available() -> bool:
-    """True when the ``openvino`` package is installed (it is an optional extra)."""
+    """True when the ``openvino`` package is installed (platforms without its wheel go without)."""
     return importlib.util.find_spec("openvino") is not None
 
 

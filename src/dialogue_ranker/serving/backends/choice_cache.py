@@ -1,0 +1,94 @@
+"""``auto``'s choice kept on disk, so a restart on the same machine serves it without a trial.
+
+A trial costs seconds at every start (each runtime compiled, checked against fp32 and timed), and
+on a busy host two trials may choose differently, so two restarts would serve slightly different
+scores (each runtime has its own calibration map). The cache stores the choice under a key made of
+everything that decides it: the graph and its samples (digests), the processor (model, flags and
+the CPUs the process may use), the runtimes' versions and the settings that shape them. Anything
+else starts a new trial, whose choice replaces the file. A directory that cannot be read or
+written costs only the cache (a warning), never the start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dialogue_ranker.serving.backends.auto import BackendChoice
+
+logger = logging.getLogger(__name__)
+
+#: Bumped when the stored form or the trial's method changes, so older files are not read.
+FORMAT = 1
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file's bytes (the graph: 23 MB hash in about 30 ms)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class ChoiceCache:
+    """One bundle graph's stored choice in ``directory``, valid for the circumstances in ``parts``."""
+
+    directory: Path
+    #: What decides the choice (JSON-serialisable); its digest names the file.
+    parts: Mapping[str, Any]
+
+    @property
+    def key(self) -> str:
+        """A digest of ``parts`` (the first 16 hex digits of SHA-256)."""
+        text = json.dumps({"format": FORMAT, **self.parts}, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @property
+    def path(self) -> Path:
+        """The file this key's choice is stored in."""
+        return self.directory / f"backend-choice-{self.key}.json"
+
+    def load(self) -> tuple[str, BackendChoice] | None:
+        """The stored option's runtime and choice (its reason says when it was made), or None."""
+        from dialogue_ranker.serving.backends.auto import BackendChoice, Trial
+
+        try:
+            stored = json.loads(self.path.read_text())
+            choice = stored["choice"]
+            trials = tuple(Trial(**t) for t in choice.pop("trials"))
+            made, runtime = stored["made_at"], stored["runtime"]
+            loaded = BackendChoice(**{**choice, "trials": trials})
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            logger.warning("backend choice cache unreadable, a new trial follows path=%s: %s", self.path, e)
+            return None
+        reason = f"stored choice of the trial at {made} on this machine ({self.path.name}): {loaded.reason}"
+        return runtime, BackendChoice(loaded.mode, loaded.backend, loaded.precision, reason, loaded.trials)
+
+    def store(self, runtime: str, choice: BackendChoice) -> None:
+        """Write the option ``runtime``'s ``choice`` atomically (a temporary file renamed), or warn."""
+        record = {
+            "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "runtime": runtime,
+            "parts": dict(self.parts),
+            "choice": choice.to_dict(),
+        }
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile("w", dir=self.directory, suffix=".tmp", delete=False) as out:
+                json.dump(record, out, indent=1, default=str)
+            os.replace(out.name, self.path)
+        except OSError as e:
+            logger.warning("backend choice cache not written path=%s: %s", self.path, e)
