@@ -11,6 +11,11 @@
 
 ``ranker docs --check`` fails when a committed page differs from what the code renders (the suite
 runs the same comparison), so the reference cannot drift from the code.
+
+The request/answer examples of the README and the guides are regions this command writes too
+(:mod:`dialogue_ranker.docs_examples`): the requests always (and ``--check`` compares them), the
+answers with ``--examples``, which sends each request to the shipped model through a real
+``ranker serve`` at its defaults.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from dialogue_ranker import docs_examples
 from dialogue_ranker.serving.errors import ERROR_TABLE
 from dialogue_ranker.serving.metrics import Metrics
 from dialogue_ranker.serving.settings import DEFAULT_MODEL_DIR, REPO_ROOT, Settings
@@ -212,18 +218,33 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--check", action="store_true", help="fail if a page differs from the code")
     parser.add_argument("--docs-dir", type=Path, default=DOCS_DIR)
+    parser.add_argument(
+        "--examples",
+        action="store_true",
+        help="also rewrite the examples' answers from the shipped model (starts `ranker serve`)",
+    )
+    parser.add_argument("--port", type=int, default=8765, help="loopback port of --examples' service")
     args = parser.parse_args(argv)
+    # The example regions live in the repository's own pages (the README too), not under --docs-dir.
+    with_examples = args.docs_dir.resolve() == DOCS_DIR.resolve()
     if args.check:
-        stale = stale_pages(args.docs_dir)
+        stale = stale_pages(args.docs_dir) + (docs_examples.stale_requests() if with_examples else [])
         if stale:
             sys.exit(f"out of date: {', '.join(stale)} (run `ranker docs`)")
-        print("the generated reference pages are current")
+        print("the generated reference pages and example requests are current")
         return
     for name, text in pages().items():
         path = args.docs_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         print(f"wrote {path}")
+    if with_examples:
+        docs_examples.write_requests()
+        print("wrote the example requests")
+    if args.examples:
+        with docs_examples.live_service(port=args.port) as service:
+            docs_examples.write_answers(service)
+        print("wrote the example answers")
 
 
 if __name__ == "__main__":
