@@ -181,7 +181,7 @@ class AutoBackend:
         elif not self._start_cached():
             option = self._choose(samples, deadline=started + self.max_trial_s)
             if self.cache is not None and self.choice is not None:
-                self.cache.store(option.runtime, self.choice)
+                self.cache.store(option.runtime, self.choice.to_dict())
         assert self.choice is not None
         self.name, self.precision = self.choice.backend, self.choice.precision
         logger.info(
@@ -195,13 +195,19 @@ class AutoBackend:
         stored = self.cache.load() if self.cache is not None else None
         if stored is None:
             return False
-        runtime, choice = stored
-        wanted = (runtime, choice.precision)
+        try:
+            trials = tuple(Trial(**t) for t in stored.choice["trials"])
+            choice = BackendChoice(**{**stored.choice, "trials": trials})
+        except (KeyError, TypeError) as e:
+            logger.warning("backend choice cache of another form, a new trial follows: %s", e)
+            return False
+        wanted = (stored.runtime, choice.precision)
         option = next((o for o in self.options if (o.runtime, o.precision) == wanted), None)
         if option is None or option.build is None:
             return False
         self._chosen = self._start(option)
-        self.choice = choice
+        reason = f"stored choice of the trial at {stored.made_at} on this machine: {choice.reason}"
+        self.choice = replace(choice, reason=reason)
         return True
 
     def _samples(self) -> SampleSet | None:

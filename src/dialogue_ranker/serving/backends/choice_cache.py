@@ -20,10 +20,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from dialogue_ranker.serving.backends.auto import BackendChoice
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +35,15 @@ def file_digest(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class StoredChoice:
+    """What a trial chose: the option's runtime, when, and the choice as ``/v1/models`` shows it."""
+
+    runtime: str
+    made_at: str
+    choice: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -59,31 +65,24 @@ class ChoiceCache:
         """The file this key's choice is stored in."""
         return self.directory / f"backend-choice-{self.key}.json"
 
-    def load(self) -> tuple[str, BackendChoice] | None:
-        """The stored option's runtime and choice (its reason says when it was made), or None."""
-        from dialogue_ranker.serving.backends.auto import BackendChoice, Trial
-
+    def load(self) -> StoredChoice | None:
+        """The stored choice, or None when there is none (or it cannot be read: a warning)."""
         try:
             stored = json.loads(self.path.read_text())
-            choice = stored["choice"]
-            trials = tuple(Trial(**t) for t in choice.pop("trials"))
-            made, runtime = stored["made_at"], stored["runtime"]
-            loaded = BackendChoice(**{**choice, "trials": trials})
+            return StoredChoice(stored["runtime"], stored["made_at"], dict(stored["choice"]))
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError) as e:
             logger.warning("backend choice cache unreadable, a new trial follows path=%s: %s", self.path, e)
             return None
-        reason = f"stored choice of the trial at {made} on this machine ({self.path.name}): {loaded.reason}"
-        return runtime, BackendChoice(loaded.mode, loaded.backend, loaded.precision, reason, loaded.trials)
 
-    def store(self, runtime: str, choice: BackendChoice) -> None:
-        """Write the option ``runtime``'s ``choice`` atomically (a temporary file renamed), or warn."""
+    def store(self, runtime: str, choice: Mapping[str, Any]) -> None:
+        """Write the option ``runtime``'s choice atomically (a temporary file renamed), or warn."""
         record = {
             "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "runtime": runtime,
             "parts": dict(self.parts),
-            "choice": choice.to_dict(),
+            "choice": dict(choice),
         }
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
