@@ -49,6 +49,9 @@ COMMANDS: dict[str, Command] = {
     "triton-repo": Command("dialogue_ranker.export.triton_repo", "write a Triton model repository"),
     "triton-local": Command("dialogue_ranker.export.triton_local", "run a local Triton (PyTriton) on CPU"),
     "docs": Command("dialogue_ranker.docs_gen", "write the generated reference pages of the docs"),
+    "bench": Command(
+        "dialogue_ranker.bench.cli", "this CPU's speed: default service vs --backend onnx vs a CrossEncoder"
+    ),
 }
 
 
