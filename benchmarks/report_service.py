@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 import httpx
 import numpy as np
-from bench_gateway import LoadRow, bench_service, bench_triton, make_session
+from bench_gateway import LoadRow, bench_service, bench_triton, load, make_session
 from report_output import Point
 from report_workload import Workload
 
@@ -134,22 +134,56 @@ def choice_line(choice: dict[str, Any]) -> str:
     )
 
 
+#: Each level of the in-process services is measured this many times, the services taking turns.
+ROUNDS = 2
+
+
+def _in_turns(urls: dict[str, str], work: Workload, concurrency: Sequence[int]) -> dict[str, list[LoadRow]]:
+    """Every service at each level, in turns (the order reversed each round), its rounds pooled.
+
+    The services are started together and measured level by level, one after another, so a
+    difference between them is not a difference between two minutes of the machine's life.
+    """
+    rows: dict[str, list[LoadRow]] = {system: [] for system in urls}
+    for clients in concurrency:
+        measured: dict[str, list[tuple[float, list[float], int]]] = {system: [] for system in urls}
+        for round_ in range(ROUNDS):
+            order = list(urls) if round_ % 2 == 0 else list(reversed(urls))
+            for system in order:
+                measured[system].append(asyncio.run(load(urls[system], work.requests, clients)))
+        for system, runs in measured.items():
+            # Each round scores the same pairs: the pooled rate is the harmonic mean of the rounds'.
+            rate = len(runs) / sum(1 / r for r, _, _ in runs) if all(r > 0 for r, _, _ in runs) else 0.0
+            latencies = [x for _, lat, _ in runs for x in lat]
+            rows[system].append((clients, rate, latencies, sum(f for _, _, f in runs)))
+    return rows
+
+
 def bench_services(args: argparse.Namespace, work: Workload) -> tuple[list[Point], list[str]]:
-    """The service at its defaults, forced to each in-process runtime, and (``--triton``) Triton."""
+    """The service at its defaults, forced to each in-process runtime (in turns), and Triton."""
     points, notes = [], []
     runs: list[tuple[str, list[str]]] = [(SERVICE, []), (SERVICE_ONNX, ["--backend", "onnx"])]
     if importlib.util.find_spec("openvino") is not None:
         runs.append((SERVICE_OPENVINO, ["--backend", "openvino"]))
     else:
         notes.append("Service row with --backend openvino left out: openvino is not installed.")
-    for system, extra in runs:
-        # Workers and threads sized from the CPU quota (serving/cpu.py), as a deployment runs.
-        rows, server, url = bench_service(args.model, 0, extra, work.requests, args.concurrency)
-        if system == SERVICE:
-            notes.append(choice_line(backend_choice(url)))
-        server.terminate()
-        server.wait(timeout=30)
-        points += service_points(system, rows)
+    servers, urls = [], {}
+    try:
+        for system, extra in runs:
+            # Workers and threads sized from the CPU quota (serving/cpu.py), as a deployment runs.
+            _, server, urls[system] = bench_service(args.model, 0, extra, work.requests, [])
+            servers.append(server)
+        notes.append(choice_line(backend_choice(urls[SERVICE])))
+        for system, rows in _in_turns(urls, work, args.concurrency).items():
+            points += service_points(system, rows)
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(timeout=30)
+    notes.append(
+        f"The in-process services ran side by side: each concurrency level {ROUNDS} times per service, "
+        "the services taking turns (the order reversed each round), rates pooled."
+    )
     if args.triton and importlib.util.find_spec("pytriton") is None:
         notes.append("Triton rows left out: nvidia-pytriton is not installed (dev extras).")
     elif args.triton:
