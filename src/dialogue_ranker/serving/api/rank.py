@@ -1,6 +1,6 @@
 """``POST /rank``."""
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header
 
@@ -22,6 +22,17 @@ ERROR_RESPONSES: dict[int | str, dict[str, str]] = {
     504: {"description": "Scores did not come back in time"},
 }
 
+
+def _number_only(schema: dict[str, Any]) -> None:
+    """Publish the header as the number it is, without the null branch of ``float | None``.
+
+    None only stands for a header left out: a header cannot carry JSON's null, and a client that
+    sent the word would get a 422 (a generated client would, from a number-or-null schema).
+    """
+    number = [branch for branch in schema.pop("anyOf") if branch.get("type") != "null"]
+    schema.update(*number)
+
+
 #: The client's deadline for one request, capped by ``limits.request_timeout_s``.
 TimeoutHeader = Annotated[
     float | None,
@@ -34,6 +45,7 @@ TimeoutHeader = Annotated[
         strict=False,
         description="Seconds this request may take, 0.01 to 3600 (capped by the server's request timeout): "
         "a request that cannot be scored within it gets 429 at once rather than 504 later.",
+        json_schema_extra=_number_only,
     ),
 ]
 

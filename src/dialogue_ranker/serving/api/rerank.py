@@ -138,10 +138,12 @@ def build_rerank_request(limits: LimitsSettings) -> type[RerankRequest]:
 
 
 class MaskedDocumentOut(BaseModel):
-    """A document removed by a hard guideline mask."""
+    """A document removed by a hard mask (a guideline, or a repeated turn)."""
 
     index: int
-    action: str | None
+    # Not required: the rerank routes leave out null fields, and a document without an action
+    # (a repeated turn) would otherwise break the published schema.
+    action: str | None = Field(None, description="The document's action; left out when it has none.")
     reason: MaskReason
 
 
