@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
@@ -28,6 +28,9 @@ async def get_metrics(request: Request) -> Metrics:
     metrics: Metrics = request.app.state.metrics
     return metrics
 
+
+#: The OpenAPI response of a route that needs the runtime, answered while the model loads.
+NOT_READY_RESPONSE: dict[int | str, dict[str, Any]] = {503: {"description": "The model is not loaded yet"}}
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]

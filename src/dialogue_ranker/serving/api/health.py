@@ -15,7 +15,10 @@ async def healthz() -> dict[str, str]:
     return {"status": "alive"}
 
 
-@router.get("/readyz")
+@router.get(
+    "/readyz",
+    responses={503: {"description": "Not ready: the model loads, a bank embeds or a backend is down"}},
+)
 async def readyz(runtime: RuntimeDep) -> dict[str, str]:
     """The model is loaded, every bank embedded and every backend answers a probe; 503 otherwise."""
     if (waiting := runtime.waiting()) is not None:

@@ -27,7 +27,13 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from dialogue_ranker.serving.api.dependencies import RuntimeDep
 from dialogue_ranker.serving.api.rank import ERROR_RESPONSES, TimeoutHeader
-from dialogue_ranker.serving.api.schemas import NON_BLANK, Name, TurnIn, texts_as_objects
+from dialogue_ranker.serving.api.schemas import (
+    NON_BLANK,
+    Name,
+    TurnIn,
+    integral_floats_as_ints,
+    texts_as_objects,
+)
 from dialogue_ranker.serving.guidelines import MaskReason
 from dialogue_ranker.serving.ranking import Candidate, MaskMode, RankQuery, RankResult
 from dialogue_ranker.serving.settings import LimitsSettings
@@ -85,6 +91,9 @@ class RerankRequest(BaseModel):
     )
 
     _documents_from_strings = field_validator("documents", mode="before")(texts_as_objects)
+    _counts_integral = field_validator("top_n", "max_tokens_per_doc", "priority", mode="before")(
+        integral_floats_as_ints
+    )
 
     def to_query(self) -> RankQuery:
         """The ranker's view: the query as the latest user turn, document i as candidate ``str(i)``."""
