@@ -267,6 +267,31 @@ async def test_fields_are_strictly_typed(fake_bundle: Path, field: str, value: o
     assert_error(response, 422, "invalid_input", field)
 
 
+async def test_a_count_without_a_fraction_is_an_integer_as_json_schema_says(fake_bundle: Path) -> None:
+    documents = {"query": BODY["context"], "documents": BODY["candidates"]}
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        rank = await client.post("/rank", json={**BODY, "top_k": 2.0})
+        rerank = await client.post("/v2/rerank", json={**documents, "top_n": 2.0, "max_tokens_per_doc": 8.0})
+        fraction = await client.post("/rank", json={**BODY, "top_k": 2.5})
+    assert rank.status_code == rerank.status_code == 200, (rank.text, rerank.text)
+    assert len(rank.json()["ranking"]) == len(rerank.json()["results"]) == 2
+    assert_error(fraction, 422, "invalid_input", "top_k: Input should be a valid integer")
+
+
+async def test_the_deadline_header_is_published_as_the_number_it_takes(fake_bundle: Path) -> None:
+    app = create_app(fake_settings(fake_bundle))
+    async with serve_in_process(app) as client:
+        published = (await client.get("/openapi.json")).json()["paths"]["/rank"]["post"]["parameters"]
+        taken = await client.post("/rank", json=BODY, headers={"X-Request-Timeout-S": "2.5"})
+        null = await client.post("/rank", json=BODY, headers={"X-Request-Timeout-S": "null"})
+    (header,) = published
+    # No null branch: a header cannot carry JSON's null, and the word "null" is refused.
+    assert header["schema"]["type"] == "number" and "anyOf" not in header["schema"]
+    assert (header["schema"]["minimum"], header["schema"]["maximum"]) == (0.01, 3600)
+    assert taken.status_code == 200, taken.text
+    assert_error(null, 422, "invalid_input", "header.X-Request-Timeout-S: Input should be a valid number")
+
+
 EMPTY_LOOKING = [
     "\u0000",
     "\u0000\u0001\u007f",
