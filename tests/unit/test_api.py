@@ -13,6 +13,7 @@ from helpers import serve_in_process
 
 from dialogue_ranker.serving.app import create_app
 from dialogue_ranker.serving.backends.fake import FakeBackend
+from dialogue_ranker.serving.errors import ERROR_TABLE
 from dialogue_ranker.serving.settings import Settings
 
 BODY = {"context": "could you make some coffee", "candidates": ["sure", "no", "i will make tea"]}
@@ -290,6 +291,22 @@ async def test_the_deadline_header_is_published_as_the_number_it_takes(fake_bund
     assert (header["schema"]["minimum"], header["schema"]["maximum"]) == (0.01, 3600)
     assert taken.status_code == 200, taken.text
     assert_error(null, 422, "invalid_input", "header.X-Request-Timeout-S: Input should be a valid number")
+
+
+async def test_every_error_status_publishes_the_one_error_body(fake_bundle: Path) -> None:
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        document = (await client.get("/openapi.json")).json()
+        invalid = (await client.post("/rank", json={**BODY, "top_k": 0})).json()
+    schemas = document["components"]["schemas"]
+    for path, methods in document["paths"].items():
+        for method, operation in methods.items():
+            for status, response in operation["responses"].items():
+                if int(status) >= 400:
+                    body = response["content"]["application/json"]["schema"]
+                    assert body == {"$ref": "#/components/schemas/ErrorOut"}, (method, path, status)
+    detail = schemas["ErrorDetailOut"]
+    assert set(invalid) == {"error"} and set(invalid["error"]) == set(detail["required"])
+    assert set(detail["properties"]["type"]["enum"]) == {t for _, t in ERROR_TABLE.values()}
 
 
 EMPTY_LOOKING = [

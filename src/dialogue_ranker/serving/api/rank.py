@@ -5,6 +5,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header
 
 from dialogue_ranker.serving.api.dependencies import RuntimeDep
+from dialogue_ranker.serving.api.error_schema import with_error_body
 from dialogue_ranker.serving.api.examples import RANK_EXAMPLES
 from dialogue_ranker.serving.api.schemas import RankRequest, RankResponse, build_rank_request
 from dialogue_ranker.serving.settings import LimitsSettings
@@ -64,6 +65,10 @@ def build_rank_router(limits: LimitsSettings) -> APIRouter:
     rank.__annotations__["body"] = Annotated[request_model, Body(openapi_examples=RANK_EXAMPLES)]
     router = APIRouter(tags=["ranking"])
     router.add_api_route(
-        "/rank", rank, methods=["POST"], response_model=RankResponse, responses=ERROR_RESPONSES
+        "/rank",
+        rank,
+        methods=["POST"],
+        response_model=RankResponse,
+        responses=with_error_body(ERROR_RESPONSES),
     )
     return router

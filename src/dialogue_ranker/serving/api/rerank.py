@@ -26,6 +26,7 @@ from fastapi import APIRouter, Body
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from dialogue_ranker.serving.api.dependencies import RuntimeDep
+from dialogue_ranker.serving.api.error_schema import with_error_body
 from dialogue_ranker.serving.api.rank import ERROR_RESPONSES, TimeoutHeader
 from dialogue_ranker.serving.api.schemas import (
     NON_BLANK,
@@ -292,6 +293,6 @@ def build_rerank_router(limits: LimitsSettings) -> APIRouter:
             methods=["POST"],
             response_model=response,
             response_model_exclude_none=True,
-            responses=ERROR_RESPONSES,
+            responses=with_error_body(ERROR_RESPONSES),
         )
     return router
