@@ -168,6 +168,12 @@ def api_page(openapi: dict[str, Any]) -> str:
         "",
         f"OpenAPI {openapi['openapi']}: [`openapi.json`](openapi.json); a running service serves it",
         "at `/openapi.json` and Swagger UI at `/docs`.",
+        "",
+        "The service keeps to it: `tests/integration/test_contract.py` fuzzes every route against the",
+        "document with schemathesis (every check; the stateful phase follows its links, a bank listed",
+        "by `GET /v1/banks` into `POST /rank`, a model listed by `GET /v1/models` into the ranking",
+        "routes), and `python -m benchmarks.contract_fuzz` is the longer run. The answers a valid",
+        "request may get besides a 2xx are declared in `benchmarks/contract_checks.py`.",
     ]
     for path, operations in openapi["paths"].items():
         for method, operation in operations.items():

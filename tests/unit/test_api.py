@@ -13,6 +13,7 @@ from helpers import serve_in_process
 
 from dialogue_ranker.serving.app import create_app
 from dialogue_ranker.serving.backends.fake import FakeBackend
+from dialogue_ranker.serving.errors import ERROR_TABLE
 from dialogue_ranker.serving.settings import Settings
 
 BODY = {"context": "could you make some coffee", "candidates": ["sure", "no", "i will make tea"]}
@@ -265,6 +266,47 @@ async def test_fields_are_strictly_typed(fake_bundle: Path, field: str, value: o
     async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
         response = await client.post("/rank", json={**BODY, field: value})
     assert_error(response, 422, "invalid_input", field)
+
+
+async def test_a_count_without_a_fraction_is_an_integer_as_json_schema_says(fake_bundle: Path) -> None:
+    documents = {"query": BODY["context"], "documents": BODY["candidates"]}
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        rank = await client.post("/rank", json={**BODY, "top_k": 2.0})
+        rerank = await client.post("/v2/rerank", json={**documents, "top_n": 2.0, "max_tokens_per_doc": 8.0})
+        fraction = await client.post("/rank", json={**BODY, "top_k": 2.5})
+    assert rank.status_code == rerank.status_code == 200, (rank.text, rerank.text)
+    assert len(rank.json()["ranking"]) == len(rerank.json()["results"]) == 2
+    assert_error(fraction, 422, "invalid_input", "top_k: Input should be a valid integer")
+
+
+async def test_the_deadline_header_is_published_as_the_number_it_takes(fake_bundle: Path) -> None:
+    app = create_app(fake_settings(fake_bundle))
+    async with serve_in_process(app) as client:
+        published = (await client.get("/openapi.json")).json()["paths"]["/rank"]["post"]["parameters"]
+        taken = await client.post("/rank", json=BODY, headers={"X-Request-Timeout-S": "2.5"})
+        null = await client.post("/rank", json=BODY, headers={"X-Request-Timeout-S": "null"})
+    (header,) = published
+    # No null branch: a header cannot carry JSON's null, and the word "null" is refused.
+    assert header["schema"]["type"] == "number" and "anyOf" not in header["schema"]
+    assert (header["schema"]["minimum"], header["schema"]["maximum"]) == (0.01, 3600)
+    assert taken.status_code == 200, taken.text
+    assert_error(null, 422, "invalid_input", "header.X-Request-Timeout-S: Input should be a valid number")
+
+
+async def test_every_error_status_publishes_the_one_error_body(fake_bundle: Path) -> None:
+    async with serve_in_process(create_app(fake_settings(fake_bundle))) as client:
+        document = (await client.get("/openapi.json")).json()
+        invalid = (await client.post("/rank", json={**BODY, "top_k": 0})).json()
+    schemas = document["components"]["schemas"]
+    for path, methods in document["paths"].items():
+        for method, operation in methods.items():
+            for status, response in operation["responses"].items():
+                if int(status) >= 400:
+                    body = response["content"]["application/json"]["schema"]
+                    assert body == {"$ref": "#/components/schemas/ErrorOut"}, (method, path, status)
+    detail = schemas["ErrorDetailOut"]
+    assert set(invalid) == {"error"} and set(invalid["error"]) == set(detail["required"])
+    assert set(detail["properties"]["type"]["enum"]) == {t for _, t in ERROR_TABLE.values()}
 
 
 EMPTY_LOOKING = [

@@ -125,12 +125,28 @@ async def test_rerank_masks_documents_by_action_for_an_intent(fake_bundle: Path)
     assert body["masked"][0]["index"] == 0
 
 
+async def test_a_document_repeating_a_turn_is_masked_without_an_action_as_the_schema_allows(
+    fake_bundle: Path,
+) -> None:
+    app = app_for(fake_bundle)
+    async with serve_in_process(app) as client:
+        masked_v2 = (await client.post("/v2/rerank", json={"documents": [QUERY], "query": QUERY})).json()
+        masked_v1 = (await client.post("/v1/rerank", json={"documents": [QUERY], "query": QUERY})).json()
+        schema = (await client.get("/openapi.json")).json()["components"]["schemas"]["MaskedDocumentOut"]
+    # Null fields are left out of rerank answers, so the schema may not require one that can be null.
+    assert masked_v2["masked"] == masked_v1["masked"] == [{"index": 0, "reason": "repeats_a_turn"}]
+    assert set(schema["required"]) == {"index", "reason"}
+    assert masked_v2["results"] == [] and masked_v1["results"] == []
+
+
 @pytest.mark.parametrize(
     ("request_body", "field"),
     [
         ({"query": QUERY, "documents": []}, "documents"),
         ({"query": "\u200b", "documents": DOCUMENTS}, "query"),
         ({"query": QUERY, "documents": DOCUMENTS, "top_n": True}, "top_n"),
+        ({"query": QUERY, "documents": DOCUMENTS, "top_n": 1.5}, "top_n"),
+        ({"query": QUERY, "documents": DOCUMENTS, "max_tokens_per_doc": "8"}, "max_tokens_per_doc"),
         ({"query": QUERY, "documents": DOCUMENTS, "model": "rerank-v3.5"}, "model"),
         ({"query": QUERY, "documents": DOCUMENTS, "relevant_spans": {}}, "relevant_spans"),
         ({"query": QUERY, "documents": DOCUMENTS, "intent": "nope"}, "intent"),

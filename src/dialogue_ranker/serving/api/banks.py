@@ -8,7 +8,8 @@ from typing import Literal
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from dialogue_ranker.serving.api.dependencies import RuntimeDep
+from dialogue_ranker.serving.api.dependencies import NOT_READY_RESPONSE, RuntimeDep
+from dialogue_ranker.serving.api.links import BANK_LINKS
 from dialogue_ranker.serving.banks import BankSet, BankState, ServedBank
 
 
@@ -59,7 +60,7 @@ def _describe(served: ServedBank, banks: BankSet) -> BankOut:
     )
 
 
-@router.get("/v1/banks")
+@router.get("/v1/banks", responses={200: {"links": BANK_LINKS}, **NOT_READY_RESPONSE})
 async def banks(runtime: RuntimeDep) -> BanksOut:
     """The response banks a `/rank` request may name with `bank` (none unless started with --bank)."""
     served = runtime.banks

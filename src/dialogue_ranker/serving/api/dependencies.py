@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from dialogue_ranker.serving.api.error_schema import with_error_body
 from dialogue_ranker.serving.errors import NotReady
 from dialogue_ranker.serving.metrics import Metrics
 from dialogue_ranker.serving.runtime import Runtime
@@ -28,6 +29,9 @@ async def get_metrics(request: Request) -> Metrics:
     metrics: Metrics = request.app.state.metrics
     return metrics
 
+
+#: The OpenAPI response of a route that needs the runtime, answered while the model loads.
+NOT_READY_RESPONSE = with_error_body({503: {"description": "The model is not loaded yet"}})
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]

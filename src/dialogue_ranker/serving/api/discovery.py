@@ -6,7 +6,8 @@ from typing import Any, Literal
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from dialogue_ranker.serving.api.dependencies import RuntimeDep
+from dialogue_ranker.serving.api.dependencies import NOT_READY_RESPONSE, RuntimeDep
+from dialogue_ranker.serving.api.links import MODEL_LINKS
 from dialogue_ranker.serving.context_views import ONE_VIEW
 from dialogue_ranker.serving.runtime import ServedModel
 
@@ -112,7 +113,7 @@ def _describe(served: ServedModel, *, default: bool, alias: str | None = None) -
     )
 
 
-@router.get("/v1/models")
+@router.get("/v1/models", responses={200: {"links": MODEL_LINKS}, **NOT_READY_RESPONSE})
 async def models(runtime: RuntimeDep) -> ModelsOut:
     """The models this service ranks with, then their aliases; a request picks one with its `model` field."""
     default = runtime.default.name
@@ -124,7 +125,7 @@ async def models(runtime: RuntimeDep) -> ModelsOut:
     return ModelsOut(data=served + aliases)
 
 
-@router.get("/v1/guidelines")
+@router.get("/v1/guidelines", responses=NOT_READY_RESPONSE)
 async def guidelines(runtime: RuntimeDep) -> GuidelinesOut:
     """The intents a request's ``intent`` may name, each with the actions it allows."""
     loaded = runtime.guidelines

@@ -3,6 +3,7 @@
 from fastapi import APIRouter, Response
 
 from dialogue_ranker.serving.api.dependencies import MetricsDep, RuntimeDep
+from dialogue_ranker.serving.api.error_schema import with_error_body
 from dialogue_ranker.serving.errors import NotReady
 from dialogue_ranker.serving.metrics import CONTENT_TYPE
 
@@ -15,7 +16,12 @@ async def healthz() -> dict[str, str]:
     return {"status": "alive"}
 
 
-@router.get("/readyz")
+@router.get(
+    "/readyz",
+    responses=with_error_body(
+        {503: {"description": "Not ready: the model loads, a bank embeds or a backend is down"}}
+    ),
+)
 async def readyz(runtime: RuntimeDep) -> dict[str, str]:
     """The model is loaded, every bank embedded and every backend answers a probe; 503 otherwise."""
     if (waiting := runtime.waiting()) is not None:

@@ -1,10 +1,11 @@
 """``POST /rank``."""
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header
 
 from dialogue_ranker.serving.api.dependencies import RuntimeDep
+from dialogue_ranker.serving.api.error_schema import with_error_body
 from dialogue_ranker.serving.api.examples import RANK_EXAMPLES
 from dialogue_ranker.serving.api.schemas import RankRequest, RankResponse, build_rank_request
 from dialogue_ranker.serving.settings import LimitsSettings
@@ -22,6 +23,17 @@ ERROR_RESPONSES: dict[int | str, dict[str, str]] = {
     504: {"description": "Scores did not come back in time"},
 }
 
+
+def _number_only(schema: dict[str, Any]) -> None:
+    """Publish the header as the number it is, without the null branch of ``float | None``.
+
+    None only stands for a header left out: a header cannot carry JSON's null, and a client that
+    sent the word would get a 422 (a generated client would, from a number-or-null schema).
+    """
+    number = [branch for branch in schema.pop("anyOf") if branch.get("type") != "null"]
+    schema.update(*number)
+
+
 #: The client's deadline for one request, capped by ``limits.request_timeout_s``.
 TimeoutHeader = Annotated[
     float | None,
@@ -34,6 +46,7 @@ TimeoutHeader = Annotated[
         strict=False,
         description="Seconds this request may take, 0.01 to 3600 (capped by the server's request timeout): "
         "a request that cannot be scored within it gets 429 at once rather than 504 later.",
+        json_schema_extra=_number_only,
     ),
 ]
 
@@ -52,6 +65,10 @@ def build_rank_router(limits: LimitsSettings) -> APIRouter:
     rank.__annotations__["body"] = Annotated[request_model, Body(openapi_examples=RANK_EXAMPLES)]
     router = APIRouter(tags=["ranking"])
     router.add_api_route(
-        "/rank", rank, methods=["POST"], response_model=RankResponse, responses=ERROR_RESPONSES
+        "/rank",
+        rank,
+        methods=["POST"],
+        response_model=RankResponse,
+        responses=with_error_body(ERROR_RESPONSES),
     )
     return router

@@ -26,8 +26,15 @@ from fastapi import APIRouter, Body
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from dialogue_ranker.serving.api.dependencies import RuntimeDep
+from dialogue_ranker.serving.api.error_schema import with_error_body
 from dialogue_ranker.serving.api.rank import ERROR_RESPONSES, TimeoutHeader
-from dialogue_ranker.serving.api.schemas import NON_BLANK, Name, TurnIn, texts_as_objects
+from dialogue_ranker.serving.api.schemas import (
+    NON_BLANK,
+    Name,
+    TurnIn,
+    integral_floats_as_ints,
+    texts_as_objects,
+)
 from dialogue_ranker.serving.guidelines import MaskReason
 from dialogue_ranker.serving.ranking import Candidate, MaskMode, RankQuery, RankResult
 from dialogue_ranker.serving.settings import LimitsSettings
@@ -85,6 +92,9 @@ class RerankRequest(BaseModel):
     )
 
     _documents_from_strings = field_validator("documents", mode="before")(texts_as_objects)
+    _counts_integral = field_validator("top_n", "max_tokens_per_doc", "priority", mode="before")(
+        integral_floats_as_ints
+    )
 
     def to_query(self) -> RankQuery:
         """The ranker's view: the query as the latest user turn, document i as candidate ``str(i)``."""
@@ -138,10 +148,12 @@ def build_rerank_request(limits: LimitsSettings) -> type[RerankRequest]:
 
 
 class MaskedDocumentOut(BaseModel):
-    """A document removed by a hard guideline mask."""
+    """A document removed by a hard mask (a guideline, or a repeated turn)."""
 
     index: int
-    action: str | None
+    # Not required: the rerank routes leave out null fields, and a document without an action
+    # (a repeated turn) would otherwise break the published schema.
+    action: str | None = Field(None, description="The document's action; left out when it has none.")
     reason: MaskReason
 
 
@@ -281,6 +293,6 @@ def build_rerank_router(limits: LimitsSettings) -> APIRouter:
             methods=["POST"],
             response_model=response,
             response_model_exclude_none=True,
-            responses=ERROR_RESPONSES,
+            responses=with_error_body(ERROR_RESPONSES),
         )
     return router

@@ -47,6 +47,15 @@ def _turns_from_string(value: Any) -> Any:
     return [{"speaker": DEFAULT_SPEAKER, "text": value}] if isinstance(value, str) else value
 
 
+def integral_floats_as_ints(value: Any) -> Any:
+    """A number without a fraction as the int it is: 3.0 is a JSON Schema ``integer`` too.
+
+    The count fields are strict (true, "3" and 3.5 are refused); this runs before them, so a client
+    whose numbers are floats is not refused a count the published schema allows.
+    """
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def texts_as_objects(value: Any) -> Any:
     """A list's plain strings as ``{"text": ...}`` objects (candidates, rerank documents)."""
     if isinstance(value, list):
@@ -114,6 +123,7 @@ class RankRequest(BaseModel):
 
     _context_from_string = field_validator("context", mode="before")(_turns_from_string)
     _candidates_from_strings = field_validator("candidates", mode="before")(texts_as_objects)
+    _counts_integral = field_validator("retrieve_k", "top_k", mode="before")(integral_floats_as_ints)
 
     @field_validator("retrieve_k")
     @classmethod
