@@ -38,7 +38,6 @@ from dialogue_ranker.serving.model_bundle import (
     load_bundle,
 )
 from dialogue_ranker.serving.ranking import Ranker
-from dialogue_ranker.serving.selection import StatementSelector
 from dialogue_ranker.serving.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -174,15 +173,14 @@ class Runtime:
                 choice = served.backend_choice
                 metrics.model_info.labels(name).info(
                     {"name": bundle.name, "version": bundle.version, "backend": served.backend_name,
-                     "selector": str(served.ranker.selector is not None).lower(),
                      "precision": choice.precision, "backend_selection": choice.mode,
                      "backend_reason": choice.reason, "backend_rates": choice.rates(),
                      "calibration": served.bundle.calibration_in_force}
                 )  # fmt: skip
                 logger.info(
-                    "model ready name=%s model=%s backend=%s precision=%s calibration=%s selector=%s",
+                    "model ready name=%s model=%s backend=%s precision=%s calibration=%s",
                     name, bundle.model_id, served.backend_name, choice.precision,
-                    served.bundle.calibration_in_force, served.ranker.selector is not None,
+                    served.bundle.calibration_in_force,
                 )  # fmt: skip
             aliases = _checked_aliases(settings.model_aliases(), models)
             if bank_set is not None:
@@ -238,16 +236,6 @@ class _ModelStarter:
         ranker_batcher = await self._component(bundle.ranker, "ranker", ranker_encoder)
         # Scores are calibrated with the map fitted on the chosen runtime's logits, where there is one.
         bundle = self.bundle = bundle.for_runtime(choice_of(self.backends[0]).runtime)
-        selector = None
-        selector_encoder = bundle.selector_encoder()
-        if bundle.selector is not None and selector_encoder is not None:
-            selector_batcher = await self._component(bundle.selector.model, "selector", selector_encoder)
-            selector = StatementSelector(
-                bundle.selector,
-                encoder=self._encoder(selector_encoder, "selector", self.backends[-1].name),
-                batcher=selector_batcher,
-                metrics=self.metrics,
-            )
         ranker = Ranker(
             bundle=bundle,
             encoder=self._encoder(ranker_encoder, "ranker", self.backends[0].name),
@@ -256,7 +244,6 @@ class _ModelStarter:
             metrics=self.metrics,
             settings=settings.ranking,
             request_timeout_s=settings.limits.request_timeout_s,
-            selector=selector,
             admission_margin=settings.batching.admission_margin,
             tracer=self.tracer,
             name=self.name,

@@ -27,7 +27,8 @@ SERVICE_NAME = "ranking-service"
 INSTRUMENTATION = "ranking-service"
 
 # Attribute names (OpenTelemetry semantic conventions where one exists).
-PAIRS = "ranker.pairs"
+#: What a runtime computes: one sequence holds one candidate (a pair) or many (a shared prefix).
+SEQUENCES = "ranker.sequences"
 TOKENS = "ranker.tokens"
 PADDED_TOKENS = "ranker.padded_tokens"
 ROLE = "ranker.role"

@@ -135,7 +135,7 @@ class BackendCalls:
             attributes={
                 tracing.ROLE: self.role,
                 tracing.BACKEND: self.backend.name,
-                tracing.PAIRS: len(live),
+                tracing.SEQUENCES: len(live),
                 tracing.TOKENS: sum(len(item.pair) for item in live),
             },
         )

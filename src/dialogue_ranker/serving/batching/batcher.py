@@ -203,7 +203,7 @@ class Batcher:
         self._observe_queue()
         attributes: dict[str, str | int] = {
             tracing.ROLE: self.role,
-            tracing.PAIRS: len(pairs),
+            tracing.SEQUENCES: len(pairs),
             tracing.TOKENS: sum(len(pair) for pair in pairs),
         }
         with self.tracer.start_as_current_span("score", attributes=attributes):

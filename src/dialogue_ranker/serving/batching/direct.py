@@ -135,7 +135,7 @@ class DirectScorer:
         attributes: dict[str, str | int] = {
             tracing.ROLE: self.role,
             tracing.BACKEND: self.backend.name,
-            tracing.PAIRS: len(chunk),
+            tracing.SEQUENCES: len(chunk),
             tracing.TOKENS: batch.real_tokens,
             tracing.PADDED_TOKENS: batch.shape[0] * batch.shape[1],
         }
