@@ -20,7 +20,7 @@ def test_plain_strings_become_a_user_turn_and_candidates_with_position_ids() -> 
     ).to_query()
     assert [(t.speaker, t.text) for t in query.turns] == [("user", "hi")]
     assert [c.id for c in query.candidates] == ["0", "x"]
-    assert query.mask_mode is MaskMode.HARD and query.select_statements
+    assert query.mask_mode is MaskMode.HARD
 
 
 def test_duplicate_ids_are_refused_naming_candidates() -> None:

@@ -1,4 +1,4 @@
-"""Pair encoding off the event loop, timed for the tokenization metric."""
+"""Encoding a request's candidates into sequences off the event loop, timed for the tokenization metric."""
 
 from __future__ import annotations
 
@@ -24,14 +24,12 @@ class OffLoopEncoder:
         metrics: Metrics,
         backend: str,
         model: str,
-        role: str,
     ) -> None:
         self.encoder = encoder
         self.executor = executor
         self.metrics = metrics
         self.backend = backend
         self.model = model
-        self.role = role
 
     @property
     def max_length(self) -> int:
@@ -52,5 +50,5 @@ class OffLoopEncoder:
             self.executor, self.encoder.encode_request, turns, statements, candidates, max_candidate_tokens
         )
         elapsed = time.perf_counter() - started
-        self.metrics.tokenization_duration.labels(self.backend, self.model, self.role).observe(elapsed)
+        self.metrics.tokenization_duration.labels(self.backend, self.model).observe(elapsed)
         return pairs

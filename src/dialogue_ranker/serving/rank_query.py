@@ -48,7 +48,6 @@ class RankQuery:
     mask_mode: MaskMode = MaskMode.HARD
     top_k: int | None = None
     min_score: float | None = None
-    select_statements: bool = True
     #: Cut each candidate to this many tokens (rerank clients' ``max_tokens_per_doc``).
     max_candidate_tokens: int | None = None
     #: A served bank whose nearest responses are ranked too, and how many (None: the service's default).

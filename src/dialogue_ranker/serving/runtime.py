@@ -48,23 +48,23 @@ BackendFactory = Callable[[Settings, OnnxModelSpec], AnyBackend]
 
 @dataclass
 class ServedModel:
-    """One model bundle with its ranker, selector, backends and batchers."""
+    """One model bundle with its ranker, its backend and the batching path in front of it."""
 
     name: str
     bundle: ModelBundle
     ranker: Ranker
-    backends: list[AnyBackend] = field(default_factory=list)
-    batchers: list[Scorer] = field(default_factory=list)
+    backend: AnyBackend
+    batcher: Scorer
 
     @property
     def backend_name(self) -> str:
-        """The ranker's backend name."""
-        return self.backends[0].name
+        """The backend's name."""
+        return self.backend.name
 
     @property
     def backend_choice(self) -> BackendChoice:
-        """How the ranker's backend was chosen (``--backend auto``) or forced, and what was measured."""
-        return choice_of(self.backends[0])
+        """How the backend was chosen (``--backend auto``) or forced, and what was measured."""
+        return choice_of(self.backend)
 
 
 @dataclass
@@ -103,12 +103,12 @@ class Runtime:
     @property
     def backends(self) -> list[AnyBackend]:
         """Every backend, the default model's first."""
-        return [b for model in self.models.values() for b in model.backends]
+        return [model.backend for model in self.models.values()]
 
     @property
     def batchers(self) -> list[Scorer]:
         """Every batcher, the default model's first."""
-        return [b for model in self.models.values() for b in model.batchers]
+        return [model.batcher for model in self.models.values()]
 
     def model(self, name: str | None) -> ServedModel:
         """The served model called ``name``, or aliased so (None: the default).
@@ -217,7 +217,7 @@ class Runtime:
 
 @dataclass
 class _ModelStarter:
-    """Starts one bundle's components; what it started is listed even when a later step fails."""
+    """Starts one bundle's backend and batching path, listing what it started even if a step fails."""
 
     settings: Settings
     metrics: Metrics
@@ -232,14 +232,17 @@ class _ModelStarter:
 
     async def start(self, guidelines: Guidelines) -> ServedModel:
         settings, bundle = self.settings, self.bundle
-        ranker_encoder = bundle.pair_encoder()
-        ranker_batcher = await self._component(bundle.ranker, "ranker", ranker_encoder)
+        encoder = bundle.pair_encoder()
+        batcher = await self._component(bundle.ranker, encoder)
         # Scores are calibrated with the map fitted on the chosen runtime's logits, where there is one.
-        bundle = self.bundle = bundle.for_runtime(choice_of(self.backends[0]).runtime)
+        backend = self.backends[0]
+        bundle = self.bundle = bundle.for_runtime(choice_of(backend).runtime)
         ranker = Ranker(
             bundle=bundle,
-            encoder=self._encoder(ranker_encoder, "ranker", self.backends[0].name),
-            batcher=ranker_batcher,
+            encoder=OffLoopEncoder(
+                encoder, executor=self.executor, metrics=self.metrics, backend=backend.name, model=self.name
+            ),
+            batcher=batcher,
             guidelines=guidelines,
             metrics=self.metrics,
             settings=settings.ranking,
@@ -249,15 +252,10 @@ class _ModelStarter:
             name=self.name,
             banks=self.banks,
         )
-        return ServedModel(self.name, bundle, ranker, self.backends, self.batchers)
+        return ServedModel(self.name, bundle, ranker, backend, batcher)
 
-    def _encoder(self, encoder: AnyEncoder, role: str, backend: str) -> OffLoopEncoder:
-        return OffLoopEncoder(
-            encoder, executor=self.executor, metrics=self.metrics, backend=backend, model=self.name, role=role
-        )
-
-    async def _component(self, spec: OnnxModelSpec, role: str, encoder: AnyEncoder) -> Scorer:
-        """The batching path of one graph; ``encoder`` pads its pairs and bounds their length."""
+    async def _component(self, spec: OnnxModelSpec, encoder: AnyEncoder) -> Scorer:
+        """The batching path of the ranker's graph; ``encoder`` pads its sequences and bounds their length."""
         settings, bundle = self.settings, self.bundle
         backend = self.backend_factory(settings, spec)
         pad = encoder.pad
@@ -266,7 +264,7 @@ class _ModelStarter:
             await backend.start()
             self.backends.append(backend)
             batcher = DirectScorer(
-                backend=backend, pad=pad, metrics=self.metrics, role=role, model=self.name,
+                backend=backend, pad=pad, metrics=self.metrics, model=self.name,
                 max_in_flight_pairs=settings.batching.queue_max_pairs, tracer=self.tracer,
             )  # fmt: skip
         else:
@@ -278,7 +276,7 @@ class _ModelStarter:
                 batching = batching.model_copy(update={"sub_batch_pairs": bundle.serving_sub_batch_pairs})
             batcher = Batcher(
                 backend=backend, pad=pad, settings=batching, metrics=self.metrics,
-                role=role, model=self.name, max_length=encoder.max_length, breaker=settings.breaker,
+                model=self.name, max_length=encoder.max_length, breaker=settings.breaker,
                 tracer=self.tracer,
                 warm_up_item=encoder.synthetic() if isinstance(encoder, ListEncoder) else None,
             )  # fmt: skip

@@ -17,6 +17,7 @@ from dialogue_ranker.serving.cpu import MAX_WORKERS
 AutoRuntime = Literal["openvino-bf16", "openvino-f32"]
 AUTO_RUNTIMES: tuple[AutoRuntime, ...] = ("openvino-bf16", "openvino-f32")
 
+
 class BatchingSettings(BaseModel):
     """How pairs from concurrent requests are grouped into backend calls."""
 
@@ -258,7 +259,6 @@ class TritonSettings(BaseModel):
 
     url: str = Field("127.0.0.1:8001", description="Triton gRPC address (host:port).")
     ranker_model: str = Field("ranker", description="Triton model name of the ranker.")
-    selector_model: str = Field("selector", description="Triton model name of the statement selector.")
     timeout_s: float = Field(
         8.0, gt=0, description="A Triton call without an answer after this long fails with 504."
     )

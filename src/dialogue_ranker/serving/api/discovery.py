@@ -67,12 +67,6 @@ class ModelOut(BaseModel):
         "Runtime's logits), or the runtime whose own map the bundle carries and that scores here "
         "(`openvino-bf16`...; see `ranker calibrate-runtimes`)."
     )
-    selector: Literal[False] = Field(
-        False,
-        deprecated=True,
-        description="Deprecated (removed in the next release): always false. No bundle has a statement "
-        "selector any more; every situation reaches the model.",
-    )
     last_turn_weight: float = Field(
         description="A multi-turn request is also scored with its last turn alone, that logit averaged "
         "in at this weight (0: one view, also when the service's ranking.last_turn_view is off)."

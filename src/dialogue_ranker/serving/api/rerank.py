@@ -81,7 +81,11 @@ class RerankRequest(BaseModel):
         None, ge=0.0, le=1.0, strict=True, description="Extra: abstention threshold override."
     )
     select_statements: bool = Field(
-        True, strict=True, description="Extra: let the model's statement selector filter situations."
+        True,
+        strict=True,
+        deprecated=True,
+        description="Extra, deprecated and ignored (removed in the next release): every situation reaches "
+        "the model.",
     )
 
     _documents_from_strings = field_validator("documents", mode="before")(texts_as_objects)
@@ -99,7 +103,6 @@ class RerankRequest(BaseModel):
             mask_mode=self.mask_mode,
             top_k=self.top_n,
             min_score=self.min_score,
-            select_statements=self.select_statements,
             max_candidate_tokens=self.max_tokens_per_doc,
         )
 

@@ -109,7 +109,10 @@ class RankRequest(BaseModel):
         None, ge=0.0, le=1.0, strict=True, description="Abstention threshold override."
     )
     select_statements: bool = Field(
-        True, strict=True, description="Let the model's statement selector filter situations."
+        True,
+        strict=True,
+        deprecated=True,
+        description="Deprecated, ignored (removed in the next release): every situation reaches the model.",
     )
 
     _context_from_string = field_validator("context", mode="before")(_turns_from_string)
@@ -166,7 +169,6 @@ class RankRequest(BaseModel):
             mask_mode=self.mask_mode,
             top_k=self.top_k,
             min_score=self.min_score,
-            select_statements=self.select_statements,
             bank=self.bank,
             retrieve_k=self.retrieve_k,
         )
@@ -250,7 +252,9 @@ class RankResponse(BaseModel):
     masked: list[MaskedOut]
     abstain: bool = Field(description="True when no candidate reaches the threshold.")
     threshold: float
-    statements_used: list[int] = Field(description="Indices of the situations given to the ranker, in order.")
+    statements_used: list[int] = Field(
+        description="Indices of the situations given to the model, in order: every one of them."
+    )
 
     @classmethod
     def from_result(cls, result: RankResult) -> RankResponse:

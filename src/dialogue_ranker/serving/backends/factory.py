@@ -42,7 +42,7 @@ def build_backend(settings: Settings, spec: OnnxModelSpec) -> AnyBackend:
     triton = settings.triton
     return TritonBackend(
         url=triton.url,
-        model_name=triton.selector_model if spec.role == "selector" else triton.ranker_model,
+        model_name=triton.ranker_model,
         input_names=spec.input_names,
         output_name=spec.output_name,
         timeout_s=triton.timeout_s,

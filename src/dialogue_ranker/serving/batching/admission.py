@@ -1,19 +1,18 @@
-"""Admission by time: refuse at once a request whose pairs cannot be scored before its deadline.
+"""Admission by time: refuse at once a request whose candidates cannot be scored before its deadline.
 
-Each batcher measures how fast its backend works (seconds per pair, an exponentially weighted
-mean over backend calls, so it follows the load, the requests' lengths and the hardware).
-The ranker turns a request into backend seconds (its statements through the selector, its
-candidates through the ranker) and keeps a :class:`Backlog`: the backend seconds of every
-request admitted and not yet answered. Both models share the same CPU, so that sum, not any one
-queue's length, is what a new request waits for (a request still in the selector stage will
-put its ranker pairs ahead of a newer one). A request whose backlog plus own work does not fit in
-its remaining time (times a margin for estimate error) is refused before any encoding with 429
-and a ``Retry-After`` of the seconds after which, with no new arrivals, it would fit: a fast,
-truthful refusal instead of a slow 504. The estimate is conservative (a call measured while others
-run beside it, the batcher's other workers or the other model, counts their contention as its
-own), which costs no throughput: the backlog still holds seconds of work. Until a backend has been
-measured (the batcher warms it up at start) nothing is refused on time, and the batcher holds at
-most about one batch waiting.
+Each batcher measures how fast its backend works (seconds per candidate, an exponentially
+weighted mean over backend calls, so it follows the load, the requests' lengths and the
+hardware). The ranker's scorer turns a request into backend seconds (the logits the cache does
+not hold) and keeps a :class:`Backlog`: the backend seconds of every request admitted and not yet
+answered. That sum, not the queue's length, is what a new request waits for (a request admitted
+and still encoding will put its sequences ahead of a newer one). A request whose backlog plus own
+work does not fit in its remaining time (times a margin for estimate error) is refused before any
+encoding with 429 and a ``Retry-After`` of the seconds after which, with no new arrivals, it
+would fit: a fast, truthful refusal instead of a slow 504. The estimate is conservative (a call
+measured while others run beside it, the batcher's other workers or another served model, counts
+their contention as its own), which costs no throughput: the backlog still holds seconds of
+work. Until a backend has been measured (the batcher warms it up at start) nothing is refused on
+time, and the batcher holds at most about one batch waiting.
 """
 
 from __future__ import annotations

@@ -23,10 +23,10 @@ from opentelemetry import trace
 from dialogue_ranker.serving import tracing
 from dialogue_ranker.serving.backends.base import Backend
 from dialogue_ranker.serving.batching.admission import ServiceRate
+from dialogue_ranker.serving.batching.call_metrics import CallRecorder
 from dialogue_ranker.serving.batching.queue import WorkItem, drop_reason
 from dialogue_ranker.serving.errors import BackendError, BackendTimeout, BackendUnavailable, RankerError
 from dialogue_ranker.serving.list_encoding import EncodedList, ListBatch
-from dialogue_ranker.serving.metrics import Metrics
 from dialogue_ranker.serving.settings import BatchingSettings
 from dialogue_ranker.serving.tokenization import Batch, EncodedPair
 
@@ -62,11 +62,8 @@ class BackendCalls:
         executor: ThreadPoolExecutor,
         settings: BatchingSettings,
         rate: ServiceRate,
-        metrics: Metrics,
+        recorder: CallRecorder,
         tracer: trace.Tracer,
-        on_drop: Callable[[str], None],
-        role: str,
-        model: str,
         max_length: int | None,
     ) -> None:
         self.backend = backend
@@ -74,11 +71,8 @@ class BackendCalls:
         self.executor = executor
         self.settings = settings
         self.rate = rate
-        self.metrics = metrics
+        self.recorder = recorder
         self.tracer = tracer
-        self.on_drop = on_drop
-        self.role = role
-        self.model = model
         # Bucket padding never goes past the model's own length limit.
         self.max_length = max_length
 
@@ -91,7 +85,7 @@ class BackendCalls:
             if reason is None:
                 live.append(item)
             else:
-                self.on_drop(reason)
+                self.recorder.dropped(reason)
         return live
 
     async def run_isolated(self, chunk: list[WorkItem], outcome: CallOutcome, *, retry: bool = False) -> None:
@@ -133,9 +127,9 @@ class BackendCalls:
             "backend call",
             links=[trace.Link(context) for context in links.values()],
             attributes={
-                tracing.ROLE: self.role,
                 tracing.BACKEND: self.backend.name,
                 tracing.SEQUENCES: len(live),
+                tracing.CANDIDATES: sum(item.pair.outputs for item in live),
                 tracing.TOKENS: sum(len(item.pair) for item in live),
             },
         )
@@ -146,7 +140,7 @@ class BackendCalls:
         """Count a failed call, then retry its halves (or its lone pair once) or fail its pairs."""
         outcome.failed_calls += 1
         outcome.error = outcome.error or e
-        self.metrics.batch_failures.labels(self.model, self.role).inc()
+        self.recorder.call_failed()
         if not isinstance(e, BackendUnavailable | BackendTimeout):
             if len(live) > 1:
                 middle = len(live) // 2
@@ -156,29 +150,24 @@ class BackendCalls:
             if not retry:
                 await self.run_isolated(live, outcome, retry=True)
                 return
-        error = e if isinstance(e, RankerError) else BackendError(f"{self.role} backend failed")
+        error = e if isinstance(e, RankerError) else BackendError("ranker backend failed")
         outcome.failed += len(live)
-        self.metrics.failed_pairs.labels(self.model, self.role).inc(len(live))
+        self.recorder.failed(len(live))
         for item in live:
             if not item.future.done():
                 item.future.set_exception(error)
 
-    def infer(self, pairs: list[Encoded]) -> np.ndarray:
-        """Pad and run one backend call; a call thread. Returns logits in the order of ``pairs``."""
+    def infer(self, sequences: list[Encoded]) -> np.ndarray:
+        """Pad and run one backend call; a call thread. Returns a logit per candidate, in order."""
         started = time.perf_counter()
-        batch = self.pad(pairs, pad_to=self.pad_length(pairs))
+        batch = self.pad(sequences, pad_to=self.pad_length(sequences))
         out = np.asarray(self.backend.infer(batch), dtype=np.float32).reshape(-1)
-        outputs = sum(pair.outputs for pair in pairs)
-        if out.shape[0] != outputs:
-            raise BackendError(f"{self.role} backend returned {out.shape[0]} logits for {outputs} outputs")
+        candidates = sum(sequence.outputs for sequence in sequences)
+        if out.shape[0] != candidates:
+            raise BackendError(f"ranker backend returned {out.shape[0]} logits for {candidates} candidates")
         elapsed = time.perf_counter() - started
-        padded_tokens = batch.shape[0] * batch.shape[1]
-        self.rate.observe(pairs=outputs, seconds=elapsed)
-        m = self.metrics
-        m.inference_duration.labels(self.backend.name, self.model, self.role).observe(elapsed)
-        m.computed_pairs.labels(self.model, self.role).inc(outputs)
-        m.batch_tokens.labels(self.model, self.role).observe(padded_tokens)
-        m.padding_ratio.labels(self.model, self.role).observe(1.0 - batch.real_tokens / max(padded_tokens, 1))
+        self.rate.observe(pairs=candidates, seconds=elapsed)
+        self.recorder.call(sequences, batch, elapsed)
         return out
 
     def pad_length(self, pairs: list[Encoded]) -> int | None:

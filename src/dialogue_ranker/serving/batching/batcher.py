@@ -40,6 +40,7 @@ from dialogue_ranker.serving.backends.base import Backend
 from dialogue_ranker.serving.batching.admission import ServiceRate
 from dialogue_ranker.serving.batching.backend_calls import BackendCalls, CallOutcome, Encoded, PadFn
 from dialogue_ranker.serving.batching.breaker import BreakerState, CircuitBreaker
+from dialogue_ranker.serving.batching.call_metrics import CallRecorder
 from dialogue_ranker.serving.batching.failures import FailureLog
 from dialogue_ranker.serving.batching.queue import PairQueue, WorkItem
 from dialogue_ranker.serving.cpu import batch_workers
@@ -73,7 +74,6 @@ class Batcher:
         pad: PadFn,
         settings: BatchingSettings,
         metrics: Metrics,
-        role: str = "ranker",
         model: str = "default",
         max_length: int | None = None,
         breaker: BreakerSettings | None = None,
@@ -85,9 +85,8 @@ class Batcher:
         self.pad = pad
         self.settings = settings
         self.workers = batch_workers(settings.workers)
-        self.executor = ThreadPoolExecutor(self.workers, thread_name_prefix=f"{model}-{role}-call")
-        self.metrics = metrics
-        self.role = role
+        self.executor = ThreadPoolExecutor(self.workers, thread_name_prefix=f"{model}-call")
+        self.recorder = CallRecorder(metrics, model=model, backend=backend.name)
         self.model = model
         # Bucket padding never goes past the model's own length limit.
         self.max_length = max_length
@@ -95,11 +94,9 @@ class Batcher:
         self.rate = ServiceRate()
         health = breaker or BreakerSettings()
         self.breaker = CircuitBreaker(
-            failure_threshold=health.failure_threshold, cooldown_s=health.cooldown_s, name=f"{model}/{role}"
+            failure_threshold=health.failure_threshold, cooldown_s=health.cooldown_s, name=model
         )
-        self.failures = FailureLog(
-            logger, model=model, role=role, traceback_interval_s=health.traceback_interval_s
-        )
+        self.failures = FailureLog(logger, model=model, traceback_interval_s=health.traceback_interval_s)
         # Batches being run (with the queue, what "busy" means before the speed is measured).
         self._running = 0
         self.tracer = tracer or trace.NoOpTracer()
@@ -110,11 +107,8 @@ class Batcher:
             executor=self.executor,
             settings=settings,
             rate=self.rate,
-            metrics=metrics,
+            recorder=self.recorder,
             tracer=self.tracer,
-            on_drop=self._dropped,
-            role=role,
-            model=model,
             max_length=max_length,
         )
 
@@ -129,7 +123,8 @@ class Batcher:
         if not self._tasks:
             # Each worker takes the next batch when its call returns: ``workers`` calls at once.
             self._tasks = [
-                asyncio.create_task(self._run(), name=f"batcher-{self.role}-{n}") for n in range(self.workers)
+                asyncio.create_task(self._run(), name=f"batcher-{self.model}-{n}")
+                for n in range(self.workers)
             ]
 
     async def _warm_up(self) -> None:
@@ -145,7 +140,7 @@ class Batcher:
             try:
                 await loop.run_in_executor(self.executor, self.backend.infer, batch)
             except Exception as e:  # the first real batch will say what is wrong, and count it
-                logger.warning("warm-up call failed model=%s error=%s", self.role, type(e).__name__)
+                logger.warning("warm-up call failed model=%s error=%s", self.model, type(e).__name__)
                 return
         self.rate.observe(pairs=item.outputs, seconds=time.perf_counter() - started)
 
@@ -182,7 +177,7 @@ class Batcher:
             BackendError: one of the pairs failed in the backend, even alone.
         """
         if not self._tasks or any(task.done() for task in self._tasks):
-            raise NotReady(f"{self.role} batcher is not running")
+            raise NotReady(f"{self.model} batcher is not running")
         if not pairs:
             return np.zeros(0, dtype=np.float32)
         self.breaker.check()
@@ -193,17 +188,17 @@ class Batcher:
             and len(self.queue) + len(pairs) > self.settings.max_pairs
         ):
             # Until one call has been measured no wait can be estimated: hold about one batch.
-            raise Overloaded(f"{self.role}: backend speed not measured yet and a batch is waiting")
+            raise Overloaded(f"{self.model}: backend speed not measured yet and a batch is waiting")
         if deadline is not None and deadline <= time.perf_counter():
-            raise BackendTimeout(f"{self.role}: the request's deadline passed before it was queued")
+            raise BackendTimeout(f"{self.model}: the request's deadline passed before it was queued")
         loop = asyncio.get_running_loop()
         context = trace.get_current_span().get_span_context()
         items = [WorkItem(pair, loop.create_future(), deadline=deadline, context=context) for pair in pairs]
         self.queue.put_all(items)
         self._observe_queue()
         attributes: dict[str, str | int] = {
-            tracing.ROLE: self.role,
             tracing.SEQUENCES: len(pairs),
+            tracing.CANDIDATES: sum(pair.outputs for pair in pairs),
             tracing.TOKENS: sum(len(pair) for pair in pairs),
         }
         with self.tracer.start_as_current_span("score", attributes=attributes):
@@ -236,8 +231,8 @@ class Batcher:
             except asyncio.CancelledError:
                 raise
             except Exception:  # a bug here must not kill the worker, nor leave its batch waiting
-                logger.exception("batcher worker error model=%s", self.role)
-                error = BackendError(f"{self.role} batch could not be run")
+                logger.exception("batcher worker error model=%s", self.model)
+                error = BackendError(f"{self.model} batch could not be run")
                 for item in items:
                     if not item.future.done():
                         item.future.set_exception(error)
@@ -260,28 +255,26 @@ class Batcher:
                 break
             await self.queue.wait_for_items(remaining)
         items = self.queue.take(
-            max_pairs=self.settings.max_pairs, max_tokens=self.settings.max_tokens, on_drop=self._dropped
+            max_pairs=self.settings.max_pairs,
+            max_tokens=self.settings.max_tokens,
+            on_drop=self.recorder.dropped,
         )
         self._observe_queue()
         return items
 
-    def _dropped(self, reason: str, count: int = 1) -> None:
-        self.metrics.dropped_pairs.labels(self.model, self.role, reason).inc(count)
-
     def _observe_queue(self) -> None:
-        self.metrics.queue_pairs.labels(self.model, self.role).set(len(self.queue))
+        self.recorder.waiting(len(self.queue))
 
     async def _execute(self, items: list[WorkItem]) -> None:
         started = time.perf_counter()
         for item in items:
-            self.metrics.queue_wait.labels(self.model, self.role).observe(started - item.enqueued_at)
+            self.recorder.waited(started - item.enqueued_at)
         if self.breaker.state is BreakerState.OPEN:
-            error = BackendUnavailable(f"{self.role} backend keeps failing; circuit breaker open")
+            error = BackendUnavailable(f"{self.model} backend keeps failing; circuit breaker open")
             for item in items:
                 if not item.future.done():
                     item.future.set_exception(error)
             return
-        self.metrics.batch_pairs.labels(self.model, self.role).observe(len(items))
         items = sorted(items, key=lambda item: len(item.pair))
         step = self.settings.sub_batch_pairs or len(items)
         chunks = [items[start : start + step] for start in range(0, len(items), step)]
@@ -294,7 +287,7 @@ class Batcher:
             self._running -= 1
         if outcome.succeeded or outcome.failed:
             self.breaker.record(failed=outcome.succeeded == 0)
-            self.metrics.breaker_open.labels(self.model, self.role).set(int(not self.available()))
+            self.recorder.breaker(not self.available())
         if outcome.error is not None:
             self.failures.batch_failed(
                 outcome.error,

@@ -25,6 +25,7 @@ from opentelemetry import trace
 from dialogue_ranker.serving import tracing
 from dialogue_ranker.serving.backends.base import RemoteBackend
 from dialogue_ranker.serving.batching.backend_calls import Encoded, PadFn
+from dialogue_ranker.serving.batching.call_metrics import CallRecorder
 from dialogue_ranker.serving.errors import BackendError, BackendTimeout, NotReady, Overloaded, RankerError
 from dialogue_ranker.serving.metrics import Metrics
 
@@ -47,15 +48,13 @@ class DirectScorer:
         pad: PadFn,
         metrics: Metrics,
         max_in_flight_pairs: int,
-        role: str = "ranker",
         model: str = "default",
         tracer: trace.Tracer | None = None,
     ) -> None:
         self.backend = backend
         self.pad = pad
-        self.metrics = metrics
+        self.recorder = CallRecorder(metrics, model=model, backend=backend.name)
         self.max_in_flight_pairs = max_in_flight_pairs
-        self.role = role
         self.model = model
         self.in_flight = 0
         self._running = False
@@ -87,23 +86,23 @@ class DirectScorer:
             BackendError, BackendUnavailable, BackendTimeout: a backend call failed.
         """
         if not self._running:
-            raise NotReady(f"{self.role} scorer is not running")
+            raise NotReady(f"{self.model} scorer is not running")
         if not pairs:
             return np.zeros(0, dtype=np.float32)
         if deadline is not None and time.perf_counter() >= deadline:
-            raise BackendTimeout(f"{self.role}: the request's deadline passed before it was sent")
+            raise BackendTimeout(f"{self.model}: the request's deadline passed before it was sent")
         if self.in_flight + len(pairs) > self.max_in_flight_pairs:
             raise Overloaded(
                 f"{self.in_flight} pairs in flight, {len(pairs)} more would pass {self.max_in_flight_pairs}"
             )
         self.in_flight += len(pairs)
-        self.metrics.queue_pairs.labels(self.model, self.role).set(self.in_flight)
+        self.recorder.waiting(self.in_flight)
         try:
             calls = self._calls(pairs)
             results = await asyncio.gather(*(self._call(pairs, chunk, length) for chunk, length in calls))
         finally:
             self.in_flight -= len(pairs)
-            self.metrics.queue_pairs.labels(self.model, self.role).set(self.in_flight)
+            self.recorder.waiting(self.in_flight)
         # A shared-prefix sequence yields a logit per candidate: split each call's output by item.
         per_item: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * len(pairs)
         for (chunk, _), out in zip(calls, results, strict=True):
@@ -129,46 +128,40 @@ class DirectScorer:
         ]
 
     async def _call(self, pairs: Sequence[Encoded], chunk: list[int], length: int) -> np.ndarray:
-        # Padding a request's pairs is a few small numpy fills: cheaper here than a thread hop.
-        batch = self.pad([pairs[i] for i in chunk], pad_to=length)
+        # Padding a request's sequences is a few small numpy fills: cheaper here than a thread hop.
+        sequences = [pairs[i] for i in chunk]
+        batch = self.pad(sequences, pad_to=length)
         started = time.perf_counter()
         attributes: dict[str, str | int] = {
-            tracing.ROLE: self.role,
             tracing.BACKEND: self.backend.name,
             tracing.SEQUENCES: len(chunk),
+            tracing.CANDIDATES: sum(sequence.outputs for sequence in sequences),
             tracing.TOKENS: batch.real_tokens,
             tracing.PADDED_TOKENS: batch.shape[0] * batch.shape[1],
         }
         try:
             with self.tracer.start_as_current_span("backend call", attributes=attributes):
                 out = np.asarray(await self.backend.infer(batch), dtype=np.float32).reshape(-1)
-            outputs = sum(pairs[i].outputs for i in chunk)
-            if out.shape[0] != outputs:
+            candidates = sum(sequence.outputs for sequence in sequences)
+            if out.shape[0] != candidates:
                 raise BackendError(
-                    f"{self.role} backend returned {out.shape[0]} logits for {outputs} outputs"
+                    f"ranker backend returned {out.shape[0]} logits for {candidates} candidates"
                 )
         except Exception as e:
             expected = isinstance(e, RankerError)
             # A translated backend error is logged by type; anything else with its traceback.
             logger.error(
-                "backend call failed model=%s backend=%s pairs=%d error=%s",
-                self.role,
+                "backend call failed model=%s backend=%s sequences=%d error=%s",
+                self.model,
                 self.backend.name,
                 len(chunk),
                 type(e).__name__,
                 exc_info=not expected,
             )
-            self.metrics.batch_failures.labels(self.model, self.role).inc()
+            self.recorder.call_failed()
+            self.recorder.failed(len(chunk))
             if expected:
                 raise
-            raise BackendError(f"{self.role} backend failed on a batch") from e
-        m = self.metrics
-        padded = batch.shape[0] * batch.shape[1]
-        m.inference_duration.labels(self.backend.name, self.model, self.role).observe(
-            time.perf_counter() - started
-        )
-        m.batch_pairs.labels(self.model, self.role).observe(len(chunk))
-        m.computed_pairs.labels(self.model, self.role).inc(len(chunk))
-        m.batch_tokens.labels(self.model, self.role).observe(padded)
-        m.padding_ratio.labels(self.model, self.role).observe(1.0 - batch.real_tokens / max(padded, 1))
+            raise BackendError("ranker backend failed on a batch") from e
+        self.recorder.call(sequences, batch, time.perf_counter() - started)
         return out

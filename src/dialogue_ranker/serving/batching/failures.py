@@ -13,10 +13,9 @@ import time
 class FailureLog:
     """Logs failures of one model's backend calls; tracebacks are rate-limited."""
 
-    def __init__(self, logger: logging.Logger, *, model: str, role: str, traceback_interval_s: float) -> None:
+    def __init__(self, logger: logging.Logger, *, model: str, traceback_interval_s: float) -> None:
         self.logger = logger
         self.model = model
-        self.role = role
         self.traceback_interval_s = traceback_interval_s
         self._last_traceback: float | None = None
 
@@ -31,9 +30,8 @@ class FailureLog:
         if with_traceback:
             self._last_traceback = now
         self.logger.error(
-            "batch failed model=%s role=%s backend=%s pairs=%d failed_pairs=%d failed_calls=%d error=%s: %s",
+            "batch failed model=%s backend=%s sequences=%d failed_sequences=%d failed_calls=%d error=%s: %s",
             self.model,
-            self.role,
             backend,
             pairs,
             failed_pairs,

@@ -1,4 +1,4 @@
-"""What the ranker and the statement selector need from a batching path: pairs in, logits out."""
+"""What the ranker needs from a batching path: sequences in, a logit per candidate out."""
 
 from __future__ import annotations
 

@@ -25,6 +25,7 @@ from dialogue_ranker.serving import context_views, tracing
 from dialogue_ranker.serving.batching import Scorer
 from dialogue_ranker.serving.batching.admission import Backlog, admit
 from dialogue_ranker.serving.batching.backend_calls import Encoded
+from dialogue_ranker.serving.context_views import ViewWeights
 from dialogue_ranker.serving.encoding import OffLoopEncoder
 from dialogue_ranker.serving.errors import BackendTimeout
 from dialogue_ranker.serving.logit_cache import Kept, LogitCache
@@ -49,7 +50,7 @@ class LogitScorer:
         *,
         encoder: OffLoopEncoder,
         batcher: Scorer,
-        views: Sequence[float],
+        views: ViewWeights,
         cache_entries: int,
         metrics: Metrics,
         model: str,
