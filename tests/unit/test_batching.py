@@ -217,10 +217,7 @@ async def test_pairs_whose_deadline_passed_in_the_queue_never_run() -> None:
     await asyncio.sleep(0.05)
     assert backend.calls == 2
     dropped = batcher.recorder.metrics.registry.get_sample_value
-    assert (
-        dropped("ranker_dropped_sequences_total", {"model": "default", "reason": "expired"})
-        == 2.0
-    )
+    assert dropped("ranker_dropped_sequences_total", {"model": "default", "reason": "expired"}) == 2.0
     await batcher.close()
 
 
