@@ -122,21 +122,21 @@ class Metrics:
         )
         self.batch_tokens = Histogram(
             f"{p}_batch_tokens",
-            "Tokens per batch, padding included.",
+            "Tokens per backend call, padding included.",
             ["model"],
             buckets=TOKEN_BUCKETS,
             registry=r,
         )
         self.padding_ratio = Histogram(
             f"{p}_batch_padding_ratio",
-            "Share of a batch's tokens that are padding.",
+            "Share of a backend call's tokens that are padding.",
             ["model"],
             buckets=RATIO_BUCKETS,
             registry=r,
         )
         self.queue_wait = Histogram(
             f"{p}_queue_wait_seconds",
-            "Time a pair waits before its batch starts.",
+            "Time a sequence waits before its batch starts.",
             ["model"],
             buckets=WAIT_BUCKETS_S,
             registry=r,
