@@ -29,6 +29,7 @@ from dialogue_ranker.serving.rank_query import RankQuery, RankResult
 from dialogue_ranker.serving.ranking.candidates import CandidateGatherer
 from dialogue_ranker.serving.ranking.reading import ScoreReader
 from dialogue_ranker.serving.ranking.scorer import LogitScorer
+from dialogue_ranker.serving.ranking.steps import Candidates
 from dialogue_ranker.serving.settings import RankingSettings
 
 logger = logging.getLogger(__name__)
@@ -89,26 +90,18 @@ class Ranker:
     async def rank(self, query: RankQuery, *, timeout_s: float | None = None) -> RankResult:
         """Score, mask and order the query's candidates (its own and its bank's).
 
-        Args:
-            query: the request.
-            timeout_s: the client's deadline, capped by the configured request timeout.
+        ``timeout_s``: the client's deadline, capped by the configured request timeout.
 
         Raises:
-            UnknownBank: the request names a bank the service does not serve.
-            NotReady: the bank's vectors are not ready yet.
+            UnknownBank, NotReady: the bank is not served, or its vectors are not ready yet.
             UnknownIntent: the intent is not in the guidelines.
             Overloaded: the request would not be scored before its deadline, or a queue is full.
-            BackendTimeout: scores did not come back before the deadline.
-            BackendError, BackendUnavailable: the backend failed.
+            BackendTimeout, BackendError, BackendUnavailable: the backend failed or was too slow.
         """
         timeout = self.request_timeout_s if timeout_s is None else min(timeout_s, self.request_timeout_s)
         deadline = time.perf_counter() + timeout
         candidates = await self.candidates.gather(query)
-        if self.settings.log_request_text:
-            logger.info(
-                "rank request turns=%r situations=%r candidates=%r",
-                [t.text for t in query.turns], list(query.situations), [c.text for c in candidates.all],
-            )  # fmt: skip
+        self._log_text(query, candidates)
         logits = await self.scorer.score(
             query.turns,
             query.situations,
@@ -118,3 +111,11 @@ class Ranker:
             timeout_s=timeout,
         )
         return self.reader.result(query, candidates, logits)
+
+    def _log_text(self, query: RankQuery, candidates: Candidates) -> None:
+        """The request's text in the log, only when ``ranking.log_request_text`` asks for it."""
+        if self.settings.log_request_text:
+            logger.info(
+                "rank request turns=%r situations=%r candidates=%r",
+                [t.text for t in query.turns], list(query.situations), [c.text for c in candidates.all],
+            )  # fmt: skip
