@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from dialogue_ranker.serving.backends import optional
 from dialogue_ranker.serving.backends.auto import AutoBackend, Option, Tolerance
 from dialogue_ranker.serving.backends.base import AnyBackend
 from dialogue_ranker.serving.backends.onnx import OnnxBackend
@@ -37,6 +38,7 @@ def build_backend(settings: Settings, spec: OnnxModelSpec) -> AnyBackend:
             fail_every_n_batches=fake.fail_every_n_batches,
             fail_on_ids=poison_ids(fake.fail_on_text, spec.tokenizer_path) if fake.fail_on_text else (),
         )
+    optional.require("triton")  # a missing client says which install brings it
     from dialogue_ranker.serving.backends.triton import TritonBackend
 
     triton = settings.triton
