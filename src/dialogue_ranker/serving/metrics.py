@@ -10,7 +10,7 @@ what a runtime computes (a (context, candidate) pair, or a shared-prefix sequenc
 candidates). Backend calls are recorded through one recorder
 (:class:`dialogue_ranker.serving.batching.call_metrics.CallRecorder`) on every batching path.
 
-Deprecated (removed in the next release; see the model changelog): the ``*_pairs*`` names, kept
+Deprecated (removed in the next release; see docs/changelog.md): the ``*_pairs*`` names, kept
 as aliases with their old ``role`` label (always ``ranker``), recorded beside their new names.
 """
 
