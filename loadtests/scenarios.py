@@ -24,7 +24,7 @@ from typing import Any
 
 from loadtests import samples
 from loadtests.bank import Conversation
-from loadtests.checks import BankInfo, Guidelines
+from loadtests.expected import BankInfo, Guidelines
 
 logger = logging.getLogger(__name__)
 
