@@ -83,14 +83,15 @@ class Metrics:
         )
         self.batch_sequences = Histogram(
             f"{p}_batch_sequences",
-            "Sequences per backend call (a pair, or a shared-prefix sequence holding many candidates).",
+            "Sequences per batch the gateway formed (with a remote backend: per call), a sequence being a "
+            "pair or a shared-prefix sequence holding many candidates.",
             ["model"],
             buckets=COUNT_BUCKETS,
             registry=r,
         )
         self.batch_candidates = Histogram(
             f"{p}_batch_candidates",
-            "Candidates scored per backend call (one logit each).",
+            "Candidates per batch the gateway formed (with a remote backend: per call), one logit each.",
             ["model"],
             buckets=COUNT_BUCKETS,
             registry=r,

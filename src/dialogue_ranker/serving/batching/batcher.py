@@ -275,6 +275,7 @@ class Batcher:
                 if not item.future.done():
                     item.future.set_exception(error)
             return
+        self.recorder.batch([item.pair for item in items])
         items = sorted(items, key=lambda item: len(item.pair))
         step = self.settings.sub_batch_pairs or len(items)
         chunks = [items[start : start + step] for start in range(0, len(items), step)]

@@ -26,6 +26,13 @@ class CallRecorder:
         self.model = model
         self.backend = backend
 
+    def batch(self, sequences: Sequence[EncodedPair | EncodedList]) -> None:
+        """A batch about to run: one the gateway's batcher formed, or a call to a remote backend."""
+        m, model = self.metrics, self.model
+        m.batch_sequences.labels(model).observe(len(sequences))
+        m.batch_candidates.labels(model).observe(sum(sequence.outputs for sequence in sequences))
+        m.batch_pairs.labels(model, ALIAS_ROLE).observe(len(sequences))
+
     def call(
         self, sequences: Sequence[EncodedPair | EncodedList], batch: Batch | ListBatch, seconds: float
     ) -> None:
@@ -34,13 +41,10 @@ class CallRecorder:
         candidates = sum(sequence.outputs for sequence in sequences)
         padded = batch.shape[0] * batch.shape[1]
         m.inference_duration.labels(self.backend, model).observe(seconds)
-        m.batch_sequences.labels(model).observe(len(sequences))
-        m.batch_candidates.labels(model).observe(candidates)
         m.computed_sequences.labels(model).inc(len(sequences))
         m.computed_candidates.labels(model).inc(candidates)
         m.batch_tokens.labels(model).observe(padded)
         m.padding_ratio.labels(model).observe(1.0 - batch.real_tokens / max(padded, 1))
-        m.batch_pairs.labels(model, ALIAS_ROLE).observe(len(sequences))
         m.computed_pairs.labels(model, ALIAS_ROLE).inc(candidates)
 
     def call_failed(self) -> None:

@@ -163,5 +163,6 @@ class DirectScorer:
             if expected:
                 raise
             raise BackendError("ranker backend failed on a batch") from e
+        self.recorder.batch(sequences)  # Triton batches on its side: each call is the gateway's batch
         self.recorder.call(sequences, batch, time.perf_counter() - started)
         return out
