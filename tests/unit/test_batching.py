@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dialogue_ranker.serving.backends.fake import FakeBackend, hashed_logit
-from dialogue_ranker.serving.batching import Batcher, PairQueue, WorkItem
+from dialogue_ranker.serving.batching import Batcher, SequenceQueue, WorkItem
 from dialogue_ranker.serving.batching.admission import Backlog, admit
 from dialogue_ranker.serving.errors import (
     BackendError,
@@ -267,7 +267,7 @@ async def test_closing_fails_waiting_pairs_with_not_ready() -> None:
 
 async def test_queue_take_respects_the_token_budget_but_always_takes_one() -> None:
     loop = asyncio.get_running_loop()
-    queue = PairQueue(max_pairs=10)
+    queue = SequenceQueue(max_pairs=10)
     queue.put_all([WorkItem(pair(50), loop.create_future()), WorkItem(pair(5), loop.create_future())])
     assert len(queue.take(max_pairs=10, max_tokens=10)) == 1
     assert len(queue.take(max_pairs=10, max_tokens=10)) == 1

@@ -28,27 +28,27 @@ EWMA_WEIGHT = 0.2
 
 
 class ServiceRate:
-    """Running estimate of a backend's seconds per pair.
+    """Running estimate of a backend's seconds per candidate (a logit).
 
-    Per pair, not per token: admission happens before a request is encoded, when its pair count is
-    known and its token count is not.
+    Per candidate, not per token: admission happens before a request is encoded, when its candidate
+    count is known and its token count is not.
     """
 
     def __init__(self, *, weight: float = EWMA_WEIGHT) -> None:
         self.weight = weight
-        self.seconds_per_pair: float | None = None
+        self.seconds_per_candidate: float | None = None
 
-    def observe(self, *, pairs: int, seconds: float) -> None:
-        """Fold in one backend call of ``pairs`` pairs that took ``seconds``."""
-        if pairs <= 0 or seconds <= 0:
+    def observe(self, *, candidates: int, seconds: float) -> None:
+        """Fold in one backend call that computed ``candidates`` logits in ``seconds``."""
+        if candidates <= 0 or seconds <= 0:
             return
-        new = seconds / pairs
-        old = self.seconds_per_pair
-        self.seconds_per_pair = new if old is None else old + self.weight * (new - old)
+        new = seconds / candidates
+        old = self.seconds_per_candidate
+        self.seconds_per_candidate = new if old is None else old + self.weight * (new - old)
 
-    def seconds_for(self, pairs: int) -> float | None:
-        """Estimated backend seconds for ``pairs`` pairs (None until measured)."""
-        return None if self.seconds_per_pair is None else pairs * self.seconds_per_pair
+    def seconds_for(self, candidates: int) -> float | None:
+        """Estimated backend seconds for ``candidates`` logits (None until measured)."""
+        return None if self.seconds_per_candidate is None else candidates * self.seconds_per_candidate
 
 
 class Backlog:
@@ -71,7 +71,7 @@ def admit(*, wait_s: float, remaining_s: float, margin: float, what: str) -> Non
     """Refuse a request that cannot be served in time.
 
     Args:
-        wait_s: estimated seconds until its pairs are scored.
+        wait_s: estimated seconds until its candidates are scored.
         remaining_s: seconds left to its deadline.
         margin: share of ``remaining_s`` the wait may take.
         what: names the stage in the message.

@@ -20,7 +20,7 @@ class FailureLog:
         self._last_traceback: float | None = None
 
     def batch_failed(
-        self, error: BaseException, *, backend: str, pairs: int, failed_pairs: int, failed_calls: int
+        self, error: BaseException, *, backend: str, sequences: int, failed_pairs: int, failed_calls: int
     ) -> None:
         """One line for a batch in which some backend calls failed."""
         now = time.perf_counter()
@@ -33,7 +33,7 @@ class FailureLog:
             "batch failed model=%s backend=%s sequences=%d failed_sequences=%d failed_calls=%d error=%s: %s",
             self.model,
             backend,
-            pairs,
+            sequences,
             failed_pairs,
             failed_calls,
             type(error).__name__,
