@@ -33,7 +33,7 @@ class OffLoopEncoder:
 
     @property
     def max_length(self) -> int:
-        """The encoder's pair length limit."""
+        """The encoder's sequence length limit."""
         return self.encoder.max_length
 
     async def encode(
@@ -46,9 +46,9 @@ class OffLoopEncoder:
         """One pair per candidate (or the request's shared-prefix sequences), encoded on the executor."""
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
-        pairs: list[EncodedPair] | list[EncodedList] = await loop.run_in_executor(
+        sequences: list[EncodedPair] | list[EncodedList] = await loop.run_in_executor(
             self.executor, self.encoder.encode_request, turns, statements, candidates, max_candidate_tokens
         )
         elapsed = time.perf_counter() - started
         self.metrics.tokenization_duration.labels(self.backend, self.model).observe(elapsed)
-        return pairs
+        return sequences
