@@ -150,7 +150,7 @@ def test_the_reading_penalises_soft_masks_orders_abstains_and_cuts_to_top_k() ->
     q = RankQuery(
         turns=TURNS,
         candidates=[],
-        situations=["a", "b"],
+        statements=["a", "b"],
         mask_mode=MaskMode.SOFT,
         top_k=1,
         min_score=0.99,

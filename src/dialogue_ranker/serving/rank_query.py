@@ -1,5 +1,9 @@
 """What a ranking request and its answer are, as the ranker sees them: plain dataclasses.
 
+One mapping at the API boundary: the API's ``situations`` (as in SUGAR and the ranking-data
+files) are the situational *statements* here and in everything the ranker calls (the logit
+cache, the encoders); the answer's ``statements_used`` indexes them.
+
 The API layer maps its schemas to a :class:`RankQuery` and a :class:`RankResult` back; the ranker
 (:mod:`dialogue_ranker.serving.ranking`) knows nothing of HTTP.
 """
@@ -43,7 +47,8 @@ class RankQuery:
 
     turns: Sequence[Turn]
     candidates: Sequence[Candidate]
-    situations: Sequence[str] = ()
+    #: The request's ``situations``, highest priority first: every one reaches the model, in order.
+    statements: Sequence[str] = ()
     intent: str | None = None
     mask_mode: MaskMode = MaskMode.HARD
     top_k: int | None = None

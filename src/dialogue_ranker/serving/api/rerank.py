@@ -96,7 +96,7 @@ class RerankRequest(BaseModel):
         """The ranker's view: the query as the latest user turn, document i as candidate ``str(i)``."""
         return RankQuery(
             turns=[*(Turn(t.speaker, t.text) for t in self.context), Turn(DEFAULT_SPEAKER, self.query)],
-            situations=list(self.situations),
+            statements=list(self.situations),
             candidates=[
                 Candidate(id=str(i), text=d.text, generator=d.generator, action=d.action)
                 for i, d in enumerate(self.documents)

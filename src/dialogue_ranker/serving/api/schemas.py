@@ -185,7 +185,7 @@ class RankRequest(BaseModel):
         """The ranker's view of this request (ids filled in)."""
         return RankQuery(
             turns=[Turn(t.speaker, t.text) for t in self.context],
-            situations=list(self.situations),
+            statements=list(self.situations),
             candidates=[
                 Candidate(
                     id=c.id if c.id is not None else str(i),

@@ -104,7 +104,7 @@ class Ranker:
         self._log_text(query, candidates)
         logits = await self.scorer.score(
             query.turns,
-            query.situations,
+            query.statements,
             candidates.texts,
             max_candidate_tokens=query.max_candidate_tokens,
             deadline=deadline,
@@ -116,6 +116,6 @@ class Ranker:
         """The request's text in the log, only when ``ranking.log_request_text`` asks for it."""
         if self.settings.log_request_text:
             logger.info(
-                "rank request turns=%r situations=%r candidates=%r",
-                [t.text for t in query.turns], list(query.situations), [c.text for c in candidates.all],
+                "rank request turns=%r statements=%r candidates=%r",
+                [t.text for t in query.turns], list(query.statements), [c.text for c in candidates.all],
             )  # fmt: skip

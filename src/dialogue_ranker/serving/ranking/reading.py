@@ -115,7 +115,7 @@ class ScoreReader:
             abstain=abstain,
             threshold=threshold,
             # Every statement reaches the model, in the request's order.
-            statements_used=list(range(len(query.situations))),
+            statements_used=list(range(len(query.statements))),
             input_tokens=logits.input_tokens,
             computed_tokens=logits.computed_tokens,
         )
