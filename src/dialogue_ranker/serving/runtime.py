@@ -23,6 +23,7 @@ from opentelemetry import trace
 from dialogue_ranker.serving.backends import AnyBackend, BackendChoice, build_backend, choice_of, is_remote
 from dialogue_ranker.serving.banks import Bank, BankSet
 from dialogue_ranker.serving.batching import Batcher, DirectScorer, Scorer
+from dialogue_ranker.serving.context_views import ONE_VIEW
 from dialogue_ranker.serving.cpu import serial_tokenizers
 from dialogue_ranker.serving.encoding import OffLoopEncoder
 from dialogue_ranker.serving.errors import InvalidInput
@@ -38,6 +39,9 @@ from dialogue_ranker.serving.model_bundle import (
     load_bundle,
 )
 from dialogue_ranker.serving.ranking import Ranker
+from dialogue_ranker.serving.ranking.candidates import CandidateGatherer
+from dialogue_ranker.serving.ranking.reading import ScoreReader
+from dialogue_ranker.serving.ranking.scorer import LogitScorer
 from dialogue_ranker.serving.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -237,20 +241,35 @@ class _ModelStarter:
         # Scores are calibrated with the map fitted on the chosen runtime's logits, where there is one.
         backend = self.backends[0]
         bundle = self.bundle = bundle.for_runtime(choice_of(backend).runtime)
+        ranking, metrics, name = settings.ranking, self.metrics, self.name
+        # A request's three steps (serving/ranking/): its candidates, their logits, their reading.
         ranker = Ranker(
-            bundle=bundle,
-            encoder=OffLoopEncoder(
-                encoder, executor=self.executor, metrics=self.metrics, backend=backend.name, model=self.name
+            candidates=CandidateGatherer(
+                guidelines=guidelines, banks=self.banks, mask_repeats=ranking.mask_repeats
             ),
-            batcher=batcher,
-            guidelines=guidelines,
-            metrics=self.metrics,
-            settings=settings.ranking,
+            scorer=LogitScorer(
+                encoder=OffLoopEncoder(
+                    encoder, executor=self.executor, metrics=metrics, backend=backend.name, model=name
+                ),
+                batcher=batcher,
+                views=bundle.views if ranking.last_turn_view else ONE_VIEW,
+                cache_entries=ranking.logit_cache_entries,
+                metrics=metrics,
+                model=name,
+                admission_margin=settings.batching.admission_margin,
+                tracer=self.tracer,
+            ),
+            reader=ScoreReader(
+                model_id=bundle.model_id,
+                calibration=bundle.calibration,
+                threshold=bundle.threshold,
+                bank_fusion=None if self.banks is None else self.banks.fusion,
+                soft_mask_penalty=ranking.soft_mask_penalty,
+                metrics=metrics,
+                model=name,
+            ),
+            settings=ranking,
             request_timeout_s=settings.limits.request_timeout_s,
-            admission_margin=settings.batching.admission_margin,
-            tracer=self.tracer,
-            name=self.name,
-            banks=self.banks,
         )
         return ServedModel(self.name, bundle, ranker, backend, batcher)
 

@@ -8,7 +8,8 @@
    abstention and the result.
 
 It takes and returns plain dataclasses; the API layer maps them to its schemas, so this package
-knows nothing of HTTP.
+knows nothing of HTTP. :mod:`dialogue_ranker.serving.runtime` builds the three steps of each served
+model and hands them to its Ranker.
 """
 
 from __future__ import annotations
@@ -16,15 +17,6 @@ from __future__ import annotations
 import logging
 import time
 
-from opentelemetry import trace
-
-from dialogue_ranker.serving import context_views
-from dialogue_ranker.serving.banks import BankSet
-from dialogue_ranker.serving.batching import Scorer
-from dialogue_ranker.serving.encoding import OffLoopEncoder
-from dialogue_ranker.serving.guidelines import Guidelines
-from dialogue_ranker.serving.metrics import Metrics
-from dialogue_ranker.serving.model_bundle import ModelBundle
 from dialogue_ranker.serving.rank_query import RankQuery, RankResult
 from dialogue_ranker.serving.ranking.candidates import CandidateGatherer
 from dialogue_ranker.serving.ranking.reading import ScoreReader
@@ -41,51 +33,17 @@ class Ranker:
     def __init__(
         self,
         *,
-        bundle: ModelBundle,
-        encoder: OffLoopEncoder,
-        batcher: Scorer,
-        guidelines: Guidelines,
-        metrics: Metrics,
+        candidates: CandidateGatherer,
+        scorer: LogitScorer,
+        reader: ScoreReader,
         settings: RankingSettings,
         request_timeout_s: float,
-        admission_margin: float = 1.0,
-        tracer: trace.Tracer | None = None,
-        name: str | None = None,
-        banks: BankSet | None = None,
     ) -> None:
-        self.bundle = bundle
+        self.candidates = candidates
+        self.scorer = scorer
+        self.reader = reader
         self.settings = settings
         self.request_timeout_s = request_timeout_s
-        #: The served model's name: a metric label and what requests select it by.
-        self.name = name or bundle.name
-        self.candidates = CandidateGatherer(
-            guidelines=guidelines, banks=banks, mask_repeats=settings.mask_repeats
-        )
-        self.scorer = LogitScorer(
-            encoder=encoder,
-            batcher=batcher,
-            views=bundle.views if settings.last_turn_view else context_views.ONE_VIEW,
-            cache_entries=settings.logit_cache_entries,
-            metrics=metrics,
-            model=self.name,
-            admission_margin=admission_margin,
-            tracer=tracer,
-        )
-        self.reader = ScoreReader(
-            model_id=bundle.model_id,
-            calibration=bundle.calibration,
-            threshold=bundle.threshold,
-            bank_fusion=None if banks is None else banks.fusion,
-            soft_mask_penalty=settings.soft_mask_penalty,
-            metrics=metrics,
-            model=self.name,
-        )
-        fitted_on = None if banks is None else banks.fusion.ranker
-        if fitted_on is not None and fitted_on != bundle.model_id:
-            logger.warning(
-                "bank fusion fitted on another ranker model=%s fitted_on=%s: refit it with "
-                "`ranker evaluate-bank --model DIR --write`", bundle.model_id, fitted_on,
-            )  # fmt: skip
 
     async def rank(self, query: RankQuery, *, timeout_s: float | None = None) -> RankResult:
         """Score, mask and order the query's candidates (its own and its bank's).

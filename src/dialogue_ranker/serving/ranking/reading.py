@@ -10,6 +10,7 @@ sees a backend: it reads logits and candidates only.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,8 @@ from dialogue_ranker.serving.rank_query import (
     RankResult,
 )
 from dialogue_ranker.serving.ranking.steps import Candidates, Logits
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,12 @@ class ScoreReader:
         self.soft_mask_penalty = soft_mask_penalty
         self.metrics = metrics
         self.model = model
+        fitted_on = None if bank_fusion is None else bank_fusion.ranker
+        if fitted_on is not None and fitted_on != model_id:
+            logger.warning(
+                "bank fusion fitted on another ranker model=%s fitted_on=%s: refit it with "
+                "`ranker evaluate-bank --model DIR --write`", model_id, fitted_on,
+            )  # fmt: skip
 
     def reading(self, query: RankQuery) -> Reading:
         """How ``query``'s logits are read: a bank's fusion (and its own map, if any), else the bundle's."""
