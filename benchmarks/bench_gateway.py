@@ -66,16 +66,8 @@ def make_requests(count: int, seed: int = 0) -> list[dict[str, Any]]:
     for _ in range(count):
         user, statements = rng.choice(examples)
         k = rng.randint(3, 10)
-        # Selection off: the service ranks exactly the pairs the raw session runs (--selection adds
-        # a column with it on).
-        requests.append(
-            {
-                "context": user,
-                "situations": statements,
-                "candidates": rng.sample(replies, k),
-                "select_statements": False,
-            }
-        )
+        # The service ranks exactly the sequences the raw session runs.
+        requests.append({"context": user, "situations": statements, "candidates": rng.sample(replies, k)})
     return requests
 
 
@@ -145,11 +137,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--lone", type=int, default=100, help="lone 3-candidate requests")
     parser.add_argument("--triton", action="store_true", help="add gateway -> Triton columns")
     parser.add_argument(
-        "--selection",
-        action="store_true",
-        help="add a column with statement selection on (the selector runs, the ranker sees fewer statements)",
-    )
-    parser.add_argument(
         "--triton-buckets",
         action="append",
         help="a --triton.length-buckets value (e.g. 32,64,128,256 or '[]'); repeat for more columns",
@@ -195,16 +182,9 @@ def measure_raw(args: argparse.Namespace, requests: list[dict[str, Any]]) -> tup
 def other_columns(
     args: argparse.Namespace, requests: list[dict[str, Any]], concurrency: list[int]
 ) -> dict[str, list[LoadRow]]:
-    """The columns beside the embedded backend: selection on (``--selection``), Triton (``--triton``)."""
+    """The columns beside the embedded backend: Triton (``--triton``)."""
     # Each server runs after the previous one has stopped: they never compete for the CPU.
     columns: dict[str, list[LoadRow]] = {}
-    if args.selection:
-        selecting = [{**r, "select_statements": True} for r in requests]
-        columns["embedded, selection on"], server, _ = bench_service(
-            args.model, args.threads, args.server_args, selecting, concurrency
-        )
-        server.terminate()
-        server.wait(timeout=30)
     if args.triton:
         columns.update(
             bench_triton(

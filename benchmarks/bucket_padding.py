@@ -2,7 +2,7 @@
 
 Triton's dynamic batcher merges only requests of equal shape; the gateway pads pairs to length
 buckets so that concurrent requests meet on equal shapes. For the benchmark's SUGAR-like requests
-(the ranker's pairs, and the selector's (context, statement) pairs), this prints per bucket list:
+(the ranker's sequences), this prints per bucket list:
 
 - padding: padded tokens / real tokens - 1 (extra compute; the model's cost is close to linear in
   tokens at these lengths, measured below with the raw ONNX Runtime session);
@@ -106,16 +106,6 @@ def main() -> None:
         for r in requests
     ]
     report("ranker", ranker, bundle.ranker.max_length)
-    selector_encoder = bundle.selector_encoder()
-    if bundle.selector is not None and selector_encoder is not None:
-        selector = [
-            [
-                len(p)
-                for p in selector_encoder.encode_request([Turn("user", r["context"])], [], r["situations"])
-            ]
-            for r in requests
-        ]
-        report("selector", selector, bundle.selector.model.max_length)
     ms_per_1k_tokens(args.model, (64, 128, 256))
 
 

@@ -43,7 +43,8 @@ import httpx
 from benchmarks.service_load import REPO_ROOT, free_port
 from dialogue_ranker.serving.cpu import available_cpus
 from loadtests.bank import DEFAULT_BANK_FILE, DEFAULT_BANK_NAME, make_bank, read_bank_file, read_conversations
-from loadtests.checks import BankInfo, Expected, Guidelines, check_rank_body, check_status
+from loadtests.checks import check_rank_body, check_status
+from loadtests.expected import BankInfo, Expected, Guidelines
 from loadtests.scenarios import SCENARIOS, Traffic, load_situated
 
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "loadtest_gate"

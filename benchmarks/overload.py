@@ -52,7 +52,7 @@ CLIENT_SLACK_S = 5.0
 
 
 def requests_with(count: int, candidates: int, seed: int = 1) -> list[dict[str, Any]]:
-    """SUGAR-like requests with exactly ``candidates`` candidates and selection on (the default)."""
+    """SUGAR-like requests with exactly ``candidates`` candidates."""
     bodies = []
     for body in make_requests(count, seed=seed):
         pool = body["candidates"] * candidates

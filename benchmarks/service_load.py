@@ -24,8 +24,6 @@ import aiohttp
 import httpx
 import numpy as np
 
-from dialogue_ranker.serving.model_bundle import load_bundle
-
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: One concurrency level of a load run: clients, pairs/s, request latencies (s), failed requests.
 LoadRow = tuple[int, float, list[float], int]
@@ -64,8 +62,6 @@ def start_triton(model: Path, threads: int) -> tuple[subprocess.Popen, int]:
     ]  # fmt: skip
     process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     wait_http(f"http://127.0.0.1:{http_port}/v2/models/ranker/ready", process, "triton_local")
-    if load_bundle(model).selector is not None:
-        wait_http(f"http://127.0.0.1:{http_port}/v2/models/selector/ready", process, "triton_local")
     return process, grpc_port
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import requests
 
 from loadtests import samples
-from loadtests.checks import BankResponse
+from loadtests.expected import BankResponse
 
 logger = logging.getLogger(__name__)
 

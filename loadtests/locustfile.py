@@ -50,7 +50,8 @@ from loadtests.bank import (  # noqa: E402
     read_conversations,
     served_bank_size,
 )
-from loadtests.checks import BankInfo, Expected, Guidelines, Problem, check_rank_body, check_status  # noqa: E402
+from loadtests.checks import Problem, check_rank_body, check_status  # noqa: E402
+from loadtests.expected import BankInfo, Expected, Guidelines  # noqa: E402
 from loadtests.scenarios import SCENARIOS, Traffic, load_situated  # noqa: E402
 from loadtests.slo import Slo, evaluate  # noqa: E402
 

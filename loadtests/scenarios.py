@@ -9,7 +9,7 @@
 - ``bank``: a Topical-Chat context (or a sample chat) ranked against a served response bank,
   half the requests with a few candidates of their own (``bank.py`` makes the bank's file).
 
-Bodies vary (lengths, ids given or positional, ``top_k``, ``min_score``, ``select_statements``)
+Bodies vary (lengths, ids given or positional, ``top_k``, ``min_score``)
 so that every response check and every batching path gets exercised.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 
 from loadtests import samples
 from loadtests.bank import Conversation
-from loadtests.checks import BankInfo, Guidelines
+from loadtests.expected import BankInfo, Guidelines
 
 logger = logging.getLogger(__name__)
 
@@ -140,8 +140,6 @@ class Traffic:
             "situations": list(example.statements),
             "candidates": [{"id": f"r{i}", "text": example.candidates[i]} for i in order],
         }
-        if rng.random() < 0.2:
-            body["select_statements"] = False  # every statement reaches the ranker
         return body
 
     def agent_assist(self) -> Body:

@@ -3,9 +3,8 @@
 ``per-pair``: a tiny randomly initialised BERT cross-encoder (``hf_models.tiny_bert``) exported with
 the project's Hugging Face exporter (``ranker export-hf``): one row per (context, candidate)
 pair, inputs ``input_ids`` / ``attention_mask`` / ``token_type_ids``, output ``logits``, the
-dynamic int8 graph served one pair per call, as a dynamically quantised bundle ships. The bundle
-gets a statement selector too (the same model's fp32 graph, a pair graph of its own length limit),
-so that Triton serves a ``selector`` model next to the ``ranker``. ``$RANKER_TEST_PER_PAIR_MODEL``
+dynamic int8 graph served one pair per call, as a dynamically quantised bundle ships.
+``$RANKER_TEST_PER_PAIR_MODEL``
 names a real per-pair bundle instead.
 
 ``shared-prefix``: ``$RANKER_TEST_SHARED_PREFIX_MODEL`` when set, else the shipped model
@@ -23,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import warnings
 from pathlib import Path
 
@@ -40,8 +38,6 @@ BUDGETS = {
     "max_chunk_tokens": 96,
     "max_chunk_candidates": 4,
 }
-#: The tiny per-pair bundle's selector: its length limit (below the ranker's 128) and threshold.
-SELECTOR = {"max_length": 96, "threshold": 0.5, "min_keep": 1}
 #: The bundle kinds a test module runs on (``bundle_of_kind``).
 KINDS = ("per-pair", "shared-prefix")
 
@@ -102,7 +98,7 @@ def shared_prefix_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def write_tiny_per_pair_bundle(root: Path) -> Path:
-    """``ranker export-hf`` on a tiny BERT (int8 served), plus a selector: ``root/bundle``."""
+    """``ranker export-hf`` on a tiny BERT (int8 served): ``root/bundle``."""
     from hf_models import tiny_bert
 
     import dialogue_ranker.export.hf as hf
@@ -114,17 +110,6 @@ def write_tiny_per_pair_bundle(root: Path) -> Path:
         hf.main([str(source), "--out", str(bundle), "--name", "tiny-per-pair", "--version", "0.0.1"])
     meta = json.loads((bundle / "metadata.json").read_text())
     assert meta["ranker"]["inputs"] == ["input_ids", "attention_mask", "token_type_ids"], meta["ranker"]
-    shutil.copyfile(bundle / meta["graphs"]["fp32"], bundle / "selector.onnx")
-    meta["selector"] = {
-        "file": "selector.onnx",
-        "inputs": meta["ranker"]["inputs"],
-        "output": meta["ranker"]["output"],
-        "max_length": SELECTOR["max_length"],
-        "calibration": {"method": "platt", "a": 1.0, "b": 0.0},
-        "threshold": SELECTOR["threshold"],
-        "min_keep": SELECTOR["min_keep"],
-    }
-    (bundle / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
     return bundle
 
 

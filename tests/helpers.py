@@ -54,9 +54,7 @@ def tiny_list_encoder(directory: Path, *, similarity: int = 0) -> ListEncoder:
     )
 
 
-def write_fake_bundle(
-    directory: Path, *, selector: dict[str, Any] | None = None, threshold: float = 0.5
-) -> Path:
+def write_fake_bundle(directory: Path, *, threshold: float = 0.5) -> Path:
     """A bundle directory for the fake backend (the ONNX files are empty placeholders)."""
     directory.mkdir(parents=True, exist_ok=True)
     write_tiny_tokenizer(directory / "tokenizer.json")
@@ -69,9 +67,6 @@ def write_fake_bundle(
         "calibration": {"method": "platt", "a": 1.0, "b": 0.0},
         "threshold": threshold,
     }
-    if selector is not None:
-        (directory / "selector.onnx").write_bytes(b"")
-        meta["selector"] = {"file": "selector.onnx", "max_length": 32, **selector}
     (directory / "metadata.json").write_text(json.dumps(meta))
     return directory
 

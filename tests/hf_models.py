@@ -98,8 +98,7 @@ def tiny_bert(out: Path) -> Path:
     """A tiny random BERT: ``[CLS] A [SEP] B [SEP]`` with ``token_type_ids`` 0 then 1, one logit.
 
     Initialised wide (``initializer_range`` 0.5) so that its logits differ by whole units between
-    pairs, not by the 1e-5 of a default init: a selector made of it keeps some statements and
-    drops others by clear margins.
+    pairs, not by the 1e-5 of a default init.
     """
     import torch
     from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast

@@ -111,7 +111,7 @@ def test_the_exported_names_carry_the_exposition_suffixes() -> None:
         "ranker_request_duration_seconds_bucket",
         "ranker_request_duration_seconds_count",
         "ranker_errors_total",
-        "ranker_queue_pairs",
+        "ranker_queue_sequences",
         "ranker_model_info",
     } <= names
     assert "ranker_errors" not in names and "ranker_request_duration_seconds" not in names
@@ -135,13 +135,14 @@ def test_dashboard_and_alert_queries_name_only_metrics_the_service_exports(
 REQUIRED_PANEL_TOPICS = {
     "requests per second": ("ranker_request_duration_seconds_count", r"\brate\("),
     "ranked requests per second": ("ranker_request_candidates_count", r"\brate\("),
-    "pairs per second": ("ranker_batch_pairs_sum", r"\brate\("),
+    "candidates per second": ("ranker_batch_candidates_sum", r"\brate\("),
+    "sequences per second": ("ranker_batch_sequences_sum", r"\brate\("),
     "latency p50": ("ranker_request_duration_seconds_bucket", r"histogram_quantile\(0\.5,"),
     "latency p95": ("ranker_request_duration_seconds_bucket", r"histogram_quantile\(0\.95,"),
     "latency p99": ("ranker_request_duration_seconds_bucket", r"histogram_quantile\(0\.99,"),
-    "batch size": ("ranker_batch_pairs_count", r"/"),
+    "batch size": ("ranker_batch_sequences_count", r"/"),
     "queue wait": ("ranker_queue_wait_seconds_bucket", r"histogram_quantile\("),
-    "queue depth": ("ranker_queue_pairs", r""),
+    "queue depth": ("ranker_queue_sequences", r""),
     "abstentions": ("ranker_abstentions_total", r"\brate\("),
     "selections per generator": ("ranker_top1_selections_total", r"by \((model, )?generator\)"),
     "errors by status": ("ranker_request_duration_seconds_count", r"by \(status\)[\s\S]*status!~\"2"),

@@ -169,10 +169,8 @@ def test_a_disconnected_clients_pairs_are_never_computed(tmp_path: Path) -> None
 
             assert asyncio.run(scenario()).status_code == 200
             time.sleep(0.5)
-        computed = metric(url, "ranker_computed_pairs_total", '{model="tiny-fake",role="ranker"}')
-        dropped = metric(
-            url, "ranker_dropped_pairs_total", '{model="tiny-fake",reason="cancelled",role="ranker"}'
-        )
+        computed = metric(url, "ranker_computed_sequences_total", '{model="tiny-fake"}')
+        dropped = metric(url, "ranker_dropped_sequences_total", '{model="tiny-fake",reason="cancelled"}')
         assert metric(url, "ranker_client_disconnects_total") == 1
         assert dropped >= 95, f"only {dropped} of the gone client's 100 pairs were dropped"
         assert computed <= 16 + 5, f"{computed} pairs computed for 16 live ones"
@@ -221,7 +219,7 @@ def test_one_backend_call_in_three_failing_fails_no_request(tmp_path: Path) -> N
         bodies = [rank_body([f"{w} {k}" for k in range(1 + i % 5)]) for i, w in enumerate(CLEAN_WORDS * 10)]
         responses = asyncio.run(_load(url, bodies, clients=16))
         assert [r.status_code for r in responses] == [200] * len(bodies)
-        assert metric(url, "ranker_batch_failures_total", '{model="tiny-fake",role="ranker"}') > 0
+        assert metric(url, "ranker_batch_failures_total", '{model="tiny-fake"}') > 0
 
 
 def test_a_backend_that_keeps_failing_trips_the_breaker_then_recovers(tmp_path: Path) -> None:

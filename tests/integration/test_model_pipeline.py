@@ -78,45 +78,34 @@ def test_onnx_export_matches_pytorch_on_a_few_pairs(tmp_path):
     np.testing.assert_allclose(onnx_logits, torch_logits, atol=1e-4)
 
 
-def _spec_encoder_calibrator_pairs(bundle, part):
-    if part == "ranker":
-        if bundle.shared_prefix:
-            pytest.skip(
-                "a shared-prefix ranker runs one request's sequence per call (no batch-mates): "
-                "test_onnx_ranking checks a request alone against concurrent ones"
-            )
-        encoder = bundle.pair_encoder()
-        pairs = _pairs(encoder)
-        return bundle.ranker, encoder, bundle.calibration, pairs
-    if bundle.selector is None:
-        pytest.skip("the shipped model has no selector")
-    encoder = bundle.selector_encoder()
-    pairs = [p for turns, statements, _ in REQUESTS for p in encoder.encode_request(turns, [], statements)]
-    return bundle.selector.model, encoder, bundle.selector.calibration, pairs
+def _spec_encoder_calibrator_pairs(bundle):
+    if bundle.shared_prefix:
+        pytest.skip(
+            "a shared-prefix ranker runs one request's sequence per call (no batch-mates): "
+            "test_onnx_ranking checks a request alone against concurrent ones"
+        )
+    encoder = bundle.pair_encoder()
+    pairs = _pairs(encoder)
+    return bundle.ranker, encoder, bundle.calibration, pairs
 
 
-@pytest.mark.parametrize("part", ["ranker", "selector"])
-def test_shipped_model_scores_do_not_depend_on_batch_mates(model_dir, part):
+def test_shipped_model_scores_do_not_depend_on_batch_mates(model_dir):
     """Each pair scored alone vs inside shuffled mixed-length batches, run as the service runs them."""
     from dialogue_ranker.evaluation.scoring import batch_invariance, session
 
     bundle = load_bundle(model_dir)
-    spec, encoder, calibrator, pairs = _spec_encoder_calibrator_pairs(bundle, part)
+    spec, encoder, calibrator, pairs = _spec_encoder_calibrator_pairs(bundle)
     random.Random(1).shuffle(pairs)
     served_batch = bundle.serving_sub_batch_pairs or 5
     result = batch_invariance(session(spec.path), encoder, pairs, calibrator, batch_size=served_batch)
     assert result["max_abs_prob_change"] <= 1e-3, result
 
 
-@pytest.mark.parametrize("part", ["ranker", "selector"])
-def test_dynamically_quantised_graphs_are_declared_one_pair_per_call(model_dir, part):
+def test_dynamically_quantised_graphs_are_declared_one_pair_per_call(model_dir):
     """Dynamic int8 computes activation scales over the whole batch tensor: the bundle must say so."""
     onnx = pytest.importorskip("onnx", reason="onnx is not installed")
     bundle = load_bundle(model_dir)
-    if part == "ranker":
-        spec = bundle.ranker
-    else:
-        spec, *_ = _spec_encoder_calibrator_pairs(bundle, part)
+    spec = bundle.ranker
     ops = {node.op_type for node in onnx.load(str(spec.path), load_external_data=False).graph.node}
     if "DynamicQuantizeLinear" in ops or "MatMulIntegerToFloat" in ops:
         assert bundle.serving_sub_batch_pairs == 1

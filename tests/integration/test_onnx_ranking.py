@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from bundle_kinds import is_shared_prefix, per_pair_bundle
 from helpers import serve_in_process
 
 from dialogue_ranker.serving.app import create_app
@@ -75,12 +74,8 @@ async def test_the_real_model_ranks_a_situated_request(model_dir: Path) -> None:
     assert body["model"] == f"{meta['name']}@{meta['version']}"
     assert len(body["ranking"]) == 3
     assert all(0.0 <= r["score"] <= 1.0 for r in body["ranking"])
-    used = body["statements_used"]
-    if meta.get("selector"):  # most relevant first, each statement at most once, never none
-        assert used and len(set(used)) == len(used) and set(used) <= {0, 1, 2}
-    else:
-        assert used == [0, 1, 2]
-    assert unselected.json()["statements_used"] == [0, 1, 2]
+    assert body["statements_used"] == [0, 1, 2]  # every statement, in order
+    assert unselected.json() == body  # the deprecated select_statements changes nothing
 
 
 async def test_a_request_scores_the_same_alone_and_among_concurrent_requests(model_dir: Path) -> None:
@@ -102,11 +97,11 @@ async def test_a_request_scores_the_same_alone_and_among_concurrent_requests(mod
             for entry in body["ranking"]:
                 alone[(r, int(entry["id"]))] = entry["score"]
         batches_before = app.state.metrics.registry.get_sample_value(
-            "ranker_batch_pairs_count", {"model": app.state.runtime.default.name, "role": "ranker"}
+            "ranker_batch_sequences_count", {"model": app.state.runtime.default.name}
         )
         answers = await asyncio.gather(*(client.post("/rank", json=request) for request in SUGAR_LIKE * 3))
         batches_after = app.state.metrics.registry.get_sample_value(
-            "ranker_batch_pairs_count", {"model": app.state.runtime.default.name, "role": "ranker"}
+            "ranker_batch_sequences_count", {"model": app.state.runtime.default.name}
         )
     assert batches_after - batches_before < len(answers), "the concurrent requests were not batched together"
     for r, answer in enumerate(answers):
@@ -250,36 +245,6 @@ async def test_abcd_guideline_masks_on_the_real_model(model_dir: Path, abcd_kb: 
         {"id": "b", "action": "offer-refund", "reason": "action_not_allowed_for_intent", "bank": None}
     ]
     assert [r["id"] for r in soft["ranking"] if r["masked"]] == ["b"]
-
-
-async def test_the_selector_runs_on_its_own_onnx_session(
-    model_dir: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    if is_shared_prefix(model_dir):  # a shared-prefix ranker reads every statement: use a pair bundle
-        model_dir = per_pair_bundle(tmp_path_factory)
-    meta = json.loads((model_dir / "metadata.json").read_text())
-    bundle = tmp_path / "with-selector"
-    bundle.mkdir()
-    for name in (meta["ranker"]["file"], meta.get("tokenizer", "tokenizer.json")):
-        (bundle / name).symlink_to(model_dir / name)
-    if "selector" not in meta:
-        meta["selector"] = {
-            "file": meta["ranker"]["file"],
-            "max_length": 64,
-            "threshold": 0.0,
-            "min_keep": 1,
-            "calibration": {"method": "platt", "a": 1.0, "b": 0.0},
-        }
-    else:
-        (bundle / meta["selector"]["file"]).symlink_to(model_dir / meta["selector"]["file"])
-    (bundle / "metadata.json").write_text(json.dumps(meta))
-    app = create_app(settings(bundle))
-    async with serve_in_process(app) as client:
-        body = (await client.post("/rank", json=SUGAR_LIKE[0])).json()
-        metrics = (await client.get("/metrics")).text
-    assert sorted(body["statements_used"]) == sorted(set(body["statements_used"]))
-    assert 1 <= len(body["statements_used"]) <= 3
-    assert f'ranker_batch_pairs_count{{model="{meta["name"]}",role="selector"}} 1.0' in metrics
 
 
 def test_a_call_that_starts_alone_gets_the_solo_session(model_dir: Path) -> None:

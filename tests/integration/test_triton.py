@@ -1,10 +1,10 @@
 """A real Triton (``ranker triton-local``, PyTriton) and the gateway against it.
 
 Select with ``pytest -m triton``. Every test runs on a per-pair bundle (a tiny BERT exported by
-``export.hf``, dynamic int8 served one pair per call, with a statement selector: Triton serves a
-``selector`` model too) and on a shared-prefix bundle (the shipped model when it is one, else a
-tiny one); see ``tests/bundle_kinds.py``. The server starts once per bundle on free loopback ports;
-the kill-and-restart test runs last and leaves a fresh server for the fixture to stop.
+``export.hf``, dynamic int8 served one pair per call) and on a shared-prefix bundle (the shipped
+model when it is one, else a tiny one); see ``tests/bundle_kinds.py``. The server starts once per
+bundle on free loopback ports; the kill-and-restart test runs last and leaves a fresh server for
+the fixture to stop.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from bundle_kinds import KINDS, bundle_of_kind
 from helpers import REPO_ROOT, free_port, free_ports, serve_in_process
 
 from dialogue_ranker.serving.app import create_app
-from dialogue_ranker.serving.model_bundle import load_bundle
 from dialogue_ranker.serving.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.triton]
@@ -83,7 +82,7 @@ class TritonProcess:
         self.log = log
         self.http_port, self.grpc_port, self.metrics_port = free_ports(3)
         self.process: subprocess.Popen[bytes] | None = None
-        self.models = ["ranker"] if load_bundle(model).selector is None else ["ranker", "selector"]
+        self.models = ["ranker"]
 
     @property
     def grpc_url(self) -> str:
@@ -192,14 +191,7 @@ async def test_triton_scores_equal_the_embedded_backends_within_1e_3(
     triton: TritonProcess, model_dir: Path
 ) -> None:
     embedded = await rank_all(Settings(backend="onnx", model=model_dir, onnx={"intra_op_threads": 1}))
-    selector_rows_before = (
-        triton.metric("nv_inference_count", "selector") if "selector" in triton.models else 0
-    )
     remote = await rank_all(triton_settings(model_dir, triton.grpc_url))
-    if "selector" in triton.models:
-        # The gateway chose the statements with Triton's selector model: a row per statement given.
-        rows = triton.metric("nv_inference_count", "selector") - selector_rows_before
-        assert rows == sum(len(body.get("situations", [])) for body in REQUESTS)
     for local, served in zip(embedded, remote, strict=True):
         assert served["statements_used"] == local["statements_used"]
         expected, got = logits_by_id(local), logits_by_id(served)
@@ -228,7 +220,7 @@ async def test_tritons_batcher_merges_concurrent_requests(triton: TritonProcess,
     assert execs < items
     name = json.loads((model_dir / "metadata.json").read_text())["name"]
     assert (
-        f'ranker_inference_duration_seconds_count{{backend="triton",model="{name}",role="ranker"}} 48.0'
+        f'ranker_inference_duration_seconds_count{{backend="triton",model="{name}"}} 48.0'
         in gateway_metrics
     )
 

@@ -1,6 +1,6 @@
 """The Triton model repository export (``ranker triton-repo``) on real bundles.
 
-Every test runs on a per-pair bundle (a tiny BERT exported by ``export.hf``, with a selector) and
+Every test runs on a per-pair bundle (a tiny BERT exported by ``export.hf``) and
 on a shared-prefix bundle (the shipped model when it is one); see ``tests/bundle_kinds.py``. Each
 ``config.pbtxt`` is parsed back into Triton's own ModelConfig protobuf (an unknown field fails) and
 checked field by field, and the copied graph is run as Triton would feed it, warm-up samples
@@ -71,9 +71,7 @@ def test_every_graph_of_the_bundle_becomes_a_model_with_its_onnx_file(
     gpu_repo: Path, model_dir: Path
 ) -> None:
     bundle = load_bundle(model_dir)
-    expected = {"ranker": bundle.ranker.path} | (
-        {"selector": bundle.selector.model.path} if bundle.selector else {}
-    )
+    expected = {"ranker": bundle.ranker.path}
     assert {p.name for p in gpu_repo.iterdir()} == set(expected)
     for name, source in expected.items():
         assert (gpu_repo / name / "1" / "model.onnx").read_bytes() == source.read_bytes()

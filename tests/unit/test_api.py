@@ -201,11 +201,12 @@ async def test_metrics_count_requests_candidates_and_batches(fake_bundle: Path) 
         text = (await client.get("/metrics")).text
     assert 'ranker_request_duration_seconds_count{route="/rank",status="200"} 1.0' in text
     assert 'ranker_request_candidates_sum{model="tiny-fake"} 3.0' in text
-    assert 'ranker_batch_pairs_sum{model="tiny-fake",role="ranker"} 3.0' in text
+    assert 'ranker_batch_sequences_sum{model="tiny-fake"} 3.0' in text
+    assert 'ranker_batch_candidates_sum{model="tiny-fake"} 3.0' in text
     info = (
         'ranker_model_info{backend="fake",backend_rates="",backend_reason="--backend fake",'
         'backend_selection="forced",calibration="bundle",model="tiny-fake",name="tiny-fake",precision="-",'
-        'selector="false",version="1"}'
+        'version="1"}'
     )
     assert f"{info} 1.0" in text
 

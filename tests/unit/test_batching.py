@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dialogue_ranker.serving.backends.fake import FakeBackend, hashed_logit
-from dialogue_ranker.serving.batching import Batcher, PairQueue, WorkItem
+from dialogue_ranker.serving.batching import Batcher, SequenceQueue, WorkItem
 from dialogue_ranker.serving.batching.admission import Backlog, admit
 from dialogue_ranker.serving.errors import (
     BackendError,
@@ -101,10 +101,10 @@ async def test_a_backend_failing_every_call_fails_every_waiter_and_the_worker_co
     assert all(isinstance(r, BackendError) for r in results)
     backend.fail_every_n_batches = 0
     assert (await batcher.score([pair(4, 1)])).shape == (1,)
-    sample = batcher.metrics.registry.get_sample_value
+    sample = batcher.recorder.metrics.registry.get_sample_value
     # Each request's first failing pair failed alone, twice; a failed request's other pairs never run.
-    assert sample("ranker_batch_failures_total", {"model": "default", "role": "ranker"}) >= 4.0
-    assert sample("ranker_failed_pairs_total", {"model": "default", "role": "ranker"}) == 2.0
+    assert sample("ranker_batch_failures_total", {"model": "default"}) >= 4.0
+    assert sample("ranker_failed_sequences_total", {"model": "default"}) == 2.0
     await batcher.close()
 
 
@@ -122,8 +122,8 @@ async def test_a_poison_pair_fails_only_its_own_request() -> None:
             assert isinstance(result, np.ndarray), result
             np.testing.assert_allclose(result, [hashed_logit(p.input_ids) for p in requests[i]], rtol=1e-6)
     assert (
-        batcher.metrics.registry.get_sample_value(
-            "ranker_failed_pairs_total", {"model": "default", "role": "ranker"}
+        batcher.recorder.metrics.registry.get_sample_value(
+            "ranker_failed_sequences_total", {"model": "default"}
         )
         == 1.0
     )
@@ -138,8 +138,8 @@ async def test_one_call_in_three_failing_fails_no_request() -> None:
     )
     assert all(isinstance(r, np.ndarray) for r in results)
     assert (
-        batcher.metrics.registry.get_sample_value(
-            "ranker_batch_failures_total", {"model": "default", "role": "ranker"}
+        batcher.recorder.metrics.registry.get_sample_value(
+            "ranker_batch_failures_total", {"model": "default"}
         )
         >= 1
     )
@@ -216,11 +216,8 @@ async def test_pairs_whose_deadline_passed_in_the_queue_never_run() -> None:
     await first
     await asyncio.sleep(0.05)
     assert backend.calls == 2
-    dropped = batcher.metrics.registry.get_sample_value
-    assert (
-        dropped("ranker_dropped_pairs_total", {"model": "default", "role": "ranker", "reason": "expired"})
-        == 2.0
-    )
+    dropped = batcher.recorder.metrics.registry.get_sample_value
+    assert dropped("ranker_dropped_sequences_total", {"model": "default", "reason": "expired"}) == 2.0
     await batcher.close()
 
 
@@ -270,7 +267,7 @@ async def test_closing_fails_waiting_pairs_with_not_ready() -> None:
 
 async def test_queue_take_respects_the_token_budget_but_always_takes_one() -> None:
     loop = asyncio.get_running_loop()
-    queue = PairQueue(max_pairs=10)
+    queue = SequenceQueue(max_pairs=10)
     queue.put_all([WorkItem(pair(50), loop.create_future()), WorkItem(pair(5), loop.create_future())])
     assert len(queue.take(max_pairs=10, max_tokens=10)) == 1
     assert len(queue.take(max_pairs=10, max_tokens=10)) == 1

@@ -55,5 +55,3 @@ def test_shipped_model_calibration_is_monotonic(model_dir):
 
     bundle = load_bundle(model_dir)
     assert np.all(np.diff(bundle.calibration(GRID)) >= 0)
-    if bundle.selector is not None:
-        assert np.all(np.diff(bundle.selector.calibration(GRID)) >= 0)

@@ -154,7 +154,4 @@ async def test_the_app_ranks_through_a_remote_backend_and_reports_its_readiness(
     assert ranked.status_code == 200 and len(ranked.json()["ranking"]) == 3
     assert backend.shapes == [(3, 16)]
     assert not_ready.status_code == 503
-    assert (
-        'ranker_inference_duration_seconds_count{backend="fake-remote",model="tiny-fake",role="ranker"} 1.0'
-        in metrics
-    )
+    assert 'ranker_inference_duration_seconds_count{backend="fake-remote",model="tiny-fake"} 1.0' in metrics

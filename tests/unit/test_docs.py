@@ -40,3 +40,14 @@ def test_check_fails_on_a_page_edited_by_hand(tmp_path: Path) -> None:
         page.write("An edit.\n")
     with pytest.raises(SystemExit, match="errors.md"):
         docs_gen.main(["--check", "--docs-dir", str(tmp_path)])
+
+
+def test_the_api_reports_the_version_pyproject_declares() -> None:
+    import tomllib
+
+    from helpers import REPO_ROOT
+
+    from dialogue_ranker.serving.app import create_app
+
+    declared = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert create_app(Settings(backend="fake")).version == declared

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from loadtests.bank import make_bank, read_bank_file, read_conversations, topical_chat_bank
-from loadtests.checks import BankInfo, BankResponse, Expected, Guidelines, check_rank_body
+from loadtests.checks import check_rank_body
+from loadtests.expected import BankInfo, BankResponse, Expected, Guidelines
 from loadtests.scenarios import BANK_RETRIEVE_K, Traffic, load_situated
 from loadtests.slo import Slo, evaluate
 

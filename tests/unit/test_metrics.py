@@ -14,7 +14,11 @@ def test_the_expected_metrics_are_exposed() -> None:
     for name in (
         "ranker_request_duration_seconds",
         "ranker_request_candidates",
-        "ranker_batch_pairs",
+        "ranker_batch_sequences",
+        "ranker_batch_candidates",
+        "ranker_computed_sequences_total",
+        "ranker_computed_candidates_total",
+        "ranker_queue_sequences",
         "ranker_batch_tokens",
         "ranker_batch_padding_ratio",
         "ranker_queue_wait_seconds",
@@ -25,7 +29,6 @@ def test_the_expected_metrics_are_exposed() -> None:
         "ranker_abstentions_total",
         "ranker_top1_selections_total",
         "ranker_candidate_score",
-        "ranker_statements_total",
         "ranker_model_info",
     ):
         assert f"# HELP {name}" in text
@@ -44,3 +47,15 @@ def test_generator_names_are_capped_to_the_configured_list() -> None:
     assert metrics.generator_label("retrieval") == "retrieval"
     assert metrics.generator_label("my-secret-llm") == "other"
     assert metrics.generator_label(None) == "none"
+
+
+def test_every_renamed_pairs_metric_keeps_a_deprecated_alias_with_its_old_labels() -> None:
+    text = Metrics().exposition().decode()
+    for old, new in (
+        ("ranker_batch_pairs", "ranker_batch_sequences"),
+        ("ranker_computed_pairs_total", "ranker_computed_candidates_total"),
+        ("ranker_queue_pairs", "ranker_queue_sequences"),
+        ("ranker_failed_pairs_total", "ranker_failed_sequences_total"),
+        ("ranker_dropped_pairs_total", "ranker_dropped_sequences_total"),
+    ):
+        assert f"# HELP {old} Deprecated: use {new}" in text

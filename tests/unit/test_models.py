@@ -53,7 +53,7 @@ async def test_two_models_are_served_listed_and_chosen_by_name(tmp_path: Path) -
     second_entry = listing["data"][1]
     assert second_entry["model"] == "tiny-fake-b@2" and second_entry["threshold"] == 0.9
     assert second_entry["calibration"] == {"method": "platt", "a": 2.0, "b": -1.0}
-    assert second_entry["max_length"] == 64 and second_entry["selector"] is False
+    assert second_entry["max_length"] == 64 and "selector" not in second_entry
     assert [m["last_turn_weight"] for m in listing["data"]] == [0.0, 0.5]
     assert default["model"] == control["model"] == "tiny-fake@1"
     assert candidate["model"] == "tiny-fake-b@2" and candidate["threshold"] == 0.9
@@ -66,7 +66,7 @@ async def test_two_models_are_served_listed_and_chosen_by_name(tmp_path: Path) -
     assert unknown.status_code == 422 and "model" in unknown.json()["error"]["message"]
     assert 'ranker_request_candidates_sum{model="control"} 6.0' in metrics
     assert 'ranker_request_candidates_sum{model="candidate"} 6.0' in metrics
-    assert 'ranker_batch_pairs_sum{model="candidate",role="ranker"}' in metrics
+    assert 'ranker_batch_sequences_sum{model="candidate"}' in metrics
 
 
 async def test_a_plain_directory_is_served_under_the_bundles_name(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Ranking policy on the fake backend: masks, abstention, statement selection."""
+"""Ranking policy on the fake backend: masks, abstention, statements."""
 
 from __future__ import annotations
 
@@ -145,51 +145,29 @@ async def test_top1_metric_caps_generator_names(fake_bundle: Path) -> None:
     assert "secret-model-v7" not in metrics
 
 
-def selector_app(bundle: Path, seen_statements: list[list[int]]):
-    tokenizer = Tokenizer.from_file(str(bundle / "tokenizer.json"))
-    relevance = word_scores(bundle, {"kitchen": 5.0, "morning": 1.0, "sister": -5.0})
+async def test_every_statement_reaches_the_model_in_order_and_select_statements_changes_nothing(
+    fake_bundle: Path,
+) -> None:
+    tokenizer = Tokenizer.from_file(str(fake_bundle / "tokenizer.json"))
     sep = tokenizer.token_to_id("[SEP]")
+    seen: list[list[int]] = []
 
-    def ranker_score(ids: Sequence[int]) -> float:
-        seen_statements.append(list(ids[: list(ids).index(sep, list(ids).index(sep) + 1)]))
+    def statements_of(ids: Sequence[int]) -> float:
+        ids = list(ids)
+        first = ids.index(sep)
+        seen.append(ids[first + 1 : ids.index(sep, first + 1)])
         return 0.0
 
-    def factory(settings, spec):
-        return FakeBackend(score_fn=relevance if spec.path.name == "selector.onnx" else ranker_score)
-
-    return create_app(Settings(backend="fake", model=bundle), backend_factory=factory)
-
-
-async def test_the_selector_keeps_relevant_statements_most_relevant_first(tmp_path: Path) -> None:
-    bundle = write_fake_bundle(
-        tmp_path / "b", selector={"calibration": {"method": "platt", "a": 1.0, "b": 0.0}, "threshold": 0.5}
-    )
-    seen: list[list[int]] = []
     body = {"context": "coffee", "candidates": ["sure"], "situations": ["it is morning", "sister", "kitchen"]}
-    async with serve_in_process(selector_app(bundle, seen)) as client:
-        selected = (await client.post("/rank", json=body)).json()
-        everything = (await client.post("/rank", json={**body, "select_statements": False})).json()
-        metrics = (await client.get("/metrics")).text
-    assert selected["statements_used"] == [2, 0]
-    assert everything["statements_used"] == [0, 1, 2]
-    tokenizer = Tokenizer.from_file(str(bundle / "tokenizer.json"))
-    kitchen, morning = tokenizer.token_to_id("kitchen"), tokenizer.token_to_id("morning")
-    first_pair = seen[0]
-    assert first_pair.index(kitchen) < first_pair.index(morning)
-    assert tokenizer.token_to_id("sister") not in first_pair
-    assert 'ranker_statements_total{model="tiny-fake",outcome="given"} 3.0' in metrics
-    assert 'ranker_statements_total{model="tiny-fake",outcome="kept"} 2.0' in metrics
-
-
-async def test_the_selector_keeps_min_keep_statements_when_none_pass(tmp_path: Path) -> None:
-    bundle = write_fake_bundle(
-        tmp_path / "b",
-        selector={"calibration": {"method": "platt", "a": 1.0, "b": 0.0}, "threshold": 0.99, "min_keep": 1},
-    )
-    body = {"context": "coffee", "candidates": ["sure"], "situations": ["sister", "it is morning"]}
-    async with serve_in_process(selector_app(bundle, [])) as client:
-        selected = (await client.post("/rank", json=body)).json()
-    assert selected["statements_used"] == [1]
+    async with serve_in_process(app_with(fake_bundle, statements_of)) as client:
+        plain = await client.post("/rank", json=body)
+        # Deprecated and ignored; another context, so that the logit cache does not answer it.
+        old = await client.post("/rank", json={**body, "context": "tea", "select_statements": True})
+    assert plain.status_code == old.status_code == 200
+    assert plain.json()["statements_used"] == old.json()["statements_used"] == [0, 1, 2]
+    words = [tokenizer.token_to_id(w) for w in ("morning", "sister", "kitchen")]
+    for statements in seen:
+        assert [statements.index(w) for w in words] == sorted(statements.index(w) for w in words)
 
 
 #: A multi-turn request whose earlier turn and last turn name different words to score.

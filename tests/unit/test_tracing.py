@@ -32,10 +32,7 @@ def spans() -> tuple[TracerProvider, InMemorySpanExporter]:
 
 async def test_a_request_is_traced_from_server_span_to_backend_calls(tmp_path: Path, spans) -> None:
     provider, exporter = spans
-    bundle = write_fake_bundle(
-        tmp_path / "b",
-        selector={"threshold": 0.0, "min_keep": 1, "calibration": {"method": "platt", "a": 1.0, "b": 0.0}},
-    )
+    bundle = write_fake_bundle(tmp_path / "b")
     app = create_app(Settings(backend="fake", model=bundle), tracer_provider=provider)
     traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     async with serve_in_process(app) as client:
@@ -52,15 +49,14 @@ async def test_a_request_is_traced_from_server_span_to_backend_calls(tmp_path: P
     assert server.attributes["http.response.status_code"] == 200
     request_spans = [s for s in finished if s.context.trace_id == server.context.trace_id]
     names = {s.name for s in request_spans}
-    assert {"select statements", "encode pairs", "score", "queue wait"} <= names
-    encode = by_name["encode pairs"][0]
-    assert encode.attributes[tracing.PAIRS] == 3 and encode.attributes[tracing.TOKENS] > 0
-    selection = by_name["select statements"][0]
-    assert selection.attributes[tracing.STATEMENTS_GIVEN] == 2
-    roles = {s.attributes[tracing.ROLE] for s in by_name["score"]}
-    assert roles == {"ranker", "selector"}
+    assert {"encode sequences", "score", "queue wait"} <= names
+    encode = by_name["encode sequences"][0]
+    # A per-pair bundle: one sequence per candidate.
+    assert encode.attributes[tracing.SEQUENCES] == encode.attributes[tracing.CANDIDATES] == 3
+    assert encode.attributes[tracing.TOKENS] > 0
     calls = by_name["backend call"]
-    assert sum(s.attributes[tracing.PAIRS] for s in calls if s.attributes[tracing.ROLE] == "ranker") == 3
+    assert sum(s.attributes[tracing.SEQUENCES] for s in calls) == 3
+    assert sum(s.attributes[tracing.CANDIDATES] for s in calls) == 3
     # A backend call serves several requests: it links to them instead of being a child of one.
     assert all(any(link.context.trace_id == server.context.trace_id for link in s.links) for s in calls)
     for span in finished:

@@ -57,14 +57,15 @@ def test_triton_url_is_a_flag_of_its_own_and_of_the_triton_group() -> None:
     assert nested.triton.url == "triton:9002" and nested.triton.length_buckets == [32, 64]
 
 
-def test_build_backend_names_the_selector_model_and_caps_buckets_at_its_length() -> None:
-    settings = Settings(backend="triton", triton={"url": "t:1", "length_buckets": [32, 64, 128, 256]})
-    spec = OnnxModelSpec(
-        Path("selector.onnx"), ("input_ids", "attention_mask"), "logits", 96, role="selector"
+def test_build_backend_names_the_ranker_model_and_caps_buckets_at_its_length() -> None:
+    settings = Settings(
+        backend="triton",
+        triton={"url": "t:1", "length_buckets": [32, 64, 128, 256], "ranker_model": "my-ranker"},
     )
+    spec = OnnxModelSpec(Path("model.onnx"), ("input_ids", "attention_mask"), "logits", 96)
     backend = build_backend(settings, spec)
     assert isinstance(backend, TritonBackend) and is_remote(backend)
-    assert backend.model_name == "selector" and backend.url == "t:1"
+    assert backend.model_name == "my-ranker" and backend.url == "t:1"
     assert backend.length_buckets == (32, 64, 96)
     assert backend.input_names == ("input_ids", "attention_mask")
 
@@ -80,5 +81,5 @@ async def test_an_unstarted_backend_is_not_healthy_and_refuses_work() -> None:
 
 
 def test_a_model_triton_has_not_loaded_is_backend_unavailable() -> None:
-    error = translated("StatusCode.NOT_FOUND", "Request for unknown model: 'selector' is not found")
+    error = translated("StatusCode.NOT_FOUND", "Request for unknown model: 'ranker' is not found")
     assert isinstance(error, BackendUnavailable)

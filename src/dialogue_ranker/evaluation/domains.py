@@ -55,7 +55,6 @@ from dialogue_ranker.evaluation.scoring import (
 )
 from dialogue_ranker.serving.list_encoding import ListEncoder
 from dialogue_ranker.serving.model_bundle import ModelBundle, load_bundle
-from dialogue_ranker.serving.selection import choose_statements
 
 #: Shares of groups in dev and test under :func:`group_split` (the rest is train).
 DEV_SHARE, TEST_SHARE = 0.15, 0.15
@@ -94,7 +93,7 @@ def within_context_auc(
 
 
 class ListScorer:
-    """Calibrated scores of ranking lists with a bundle's graphs, selector first."""
+    """Calibrated scores of ranking lists with a bundle's graph, as the service scores them."""
 
     def __init__(
         self,
@@ -110,25 +109,10 @@ class ListScorer:
         runtime = {"threads": threads, "backend": backend, "precision": precision, "weights": weights}
         self.ranker = session(bundle.ranker.path, **runtime)
         self.encoder = bundle.pair_encoder()
-        self.selector = session(bundle.selector.model.path, **runtime) if bundle.selector else None
-        self.selector_encoder = bundle.selector_encoder()
 
     def statements(self, lists: Sequence[RankingList]) -> list[list[str]]:
-        """The situations each list gives the ranker: the selector's choice, most relevant first."""
-        if self.selector is None or self.selector_encoder is None or self.bundle.selector is None:
-            return [list(x.situations) for x in lists]
-        spec, encoder, selector = self.bundle.selector, self.selector_encoder, self.selector
-        groups = [encoder.encode_request(x.context, [], x.situations) if x.situations else [] for x in lists]
-        logits = score_grouped(
-            lambda pairs: score(selector, encoder, pairs, batch_size=self.batch_size), groups
-        )
-        kept = [
-            choose_statements(spec.calibration(z), threshold=spec.threshold, min_keep=spec.min_keep)
-            if len(z)
-            else []
-            for z in logits
-        ]
-        return [[x.situations[i] for i in keep] for x, keep in zip(lists, kept, strict=True)]
+        """The situations each list gives the ranker: every one, in order, as the service does."""
+        return [list(x.situations) for x in lists]
 
     def probabilities(self, lists: Sequence[RankingList]) -> list[np.ndarray]:
         """Calibrated P(appropriate) per candidate, per list."""

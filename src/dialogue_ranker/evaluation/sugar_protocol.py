@@ -6,9 +6,10 @@ r"""Evaluate a shipped model directory on SUGAR-format data, the way the service
 Prints JSON and writes a markdown table beside the published numbers: Precision@1, nDCG@3 and
 MRR on the examples that have a bad candidate (the paper's protocol), ECE and abstention
 accuracy of the calibrated scores, for the input settings u, u+S1 (gold statements), u+S (all
-12; with and without statement selection) and the distractor curve (gold + 5/10/15 expanded
+12) and the distractor curve (gold + 5/10/15 expanded
 distractors), plus a TF-IDF row computed the same way. Scoring goes through ONNX Runtime with
-the service's pair encoder, calibration and selection rule.
+the service's pair encoder and calibration; every statement given reaches the ranker, as in the
+service (models 1.x put a statement selector in front; 2.x has none).
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ from dialogue_ranker.evaluation.scoring import (
     session,
 )
 from dialogue_ranker.serving.model_bundle import ModelBundle, load_bundle
-from dialogue_ranker.serving.selection import choose_statements
 
 PUBLISHED = {  # SUGAR paper, 5-fold cross-validation, input u + all 12 statements
     "TF-IDF": (0.568, 0.850),
@@ -52,15 +52,14 @@ PUBLISHED = {  # SUGAR paper, 5-fold cross-validation, input u + all 12 statemen
     "DeBERTa-v3-base": (0.785, 0.931),
     "DeBERTa-v3-base, only the relevant statements": (0.898, 0.969),
 }
-#: (row name, input setting, statement selection on?)
+#: (row name, input setting, with a TF-IDF row?)
 ROWS = [
-    ("u", "u", False),
-    ("u+S1 (gold statements)", "u+S1", False),
-    ("u+S (all 12, no selection)", "u+S", False),
-    ("u+S (all 12, selection)", "u+S", True),
-    ("u+S1+5 distractors (selection)", "d5", True),
-    ("u+S1+10 distractors (selection)", "d10", True),
-    ("u+S1+15 distractors (selection)", "d15", True),
+    ("u", "u", True),
+    ("u+S1 (gold statements)", "u+S1", True),
+    ("u+S (all 12)", "u+S", True),
+    ("u+S1+5 distractors", "d5", False),
+    ("u+S1+10 distractors", "d10", False),
+    ("u+S1+15 distractors", "d15", False),
 ]
 
 
@@ -73,17 +72,6 @@ def ranking_metrics(scores: Sequence[Sequence[float]], examples: Sequence[SugarE
         "mrr": float(np.mean([metrics.reciprocal_rank(s, y) for s, y in rows])),
         "examples": len(rows),
     }
-
-
-def precision_recall(selected: Sequence[Sequence[int]], gold: Sequence[Sequence[int]]) -> dict[str, float]:
-    """Micro-averaged statement-selection precision, recall and F1 against the gold indices."""
-    tp = sum(len(set(s) & set(g)) for s, g in zip(selected, gold, strict=True))
-    n_sel = sum(len(s) for s in selected)
-    n_gold = sum(len(g) for g in gold)
-    precision = tp / n_sel if n_sel else 0.0
-    recall = tp / n_gold if n_gold else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"precision": precision, "recall": recall, "f1": f1}
 
 
 class Evaluator:
@@ -107,28 +95,6 @@ class Evaluator:
         runtime = {"threads": threads, "backend": backend, "precision": precision, "weights": weights}
         self.ranker = session(ranker_file or bundle.ranker.path, **runtime)
         self.encoder = bundle.pair_encoder()
-        self.selector = session(bundle.selector.model.path, **runtime) if bundle.selector else None
-        self.selector_encoder = bundle.selector_encoder()
-
-    def selector_logits(self, examples: Sequence[SugarExample], setting: str) -> list[np.ndarray]:
-        """The selector's logits for the statements given in ``setting``, per example."""
-        assert self.selector is not None and self.selector_encoder is not None
-        per_example = [
-            self.selector_encoder.encode_request(e.turns, [], e.statements_for(setting)) for e in examples
-        ]
-        encoder, selector = self.selector_encoder, self.selector
-        return score_grouped(
-            lambda flat: score(selector, encoder, flat, batch_size=self.batch_size), per_example
-        )
-
-    def selected(self, examples: Sequence[SugarExample], setting: str) -> list[list[int]]:
-        """Indices of the statements the selector keeps, per example."""
-        spec = self.bundle.selector
-        assert spec is not None
-        return [
-            choose_statements(spec.calibration(z), threshold=spec.threshold, min_keep=spec.min_keep)
-            for z in self.selector_logits(examples, setting)
-        ]
 
     def logits(
         self, examples: Sequence[SugarExample], statements: Sequence[Sequence[str]]
@@ -144,17 +110,10 @@ class Evaluator:
             lambda flat: score(self.ranker, self.encoder, flat, batch_size=self.batch_size), lists
         )
 
-    def evaluate(self, examples: Sequence[SugarExample], setting: str, selection: bool) -> dict:
+    def evaluate(self, examples: Sequence[SugarExample], setting: str) -> dict:
         """All metrics for one input setting."""
         given = [e.statements_for(setting) for e in examples]
         result: dict = {}
-        if selection and self.selector is not None and setting != "u":
-            kept = self.selected(examples, setting)
-            gold = [[i for i, g in enumerate(e.gold_flags(setting)) if g] for e in examples]
-            result["selection"] = precision_recall(kept, gold)
-            result["statements_given_mean"] = float(np.mean([len(s) for s in given]))
-            result["statements_kept_mean"] = float(np.mean([len(k) for k in kept]))
-            given = [[s[i] for i in k] for s, k in zip(given, kept, strict=True)]
         logits = self.logits(examples, given)
         probs = [self.bundle.calibration(z) for z in logits]
         outcomes = [int(y >= 1) for e in examples for y in e.labels]
@@ -190,15 +149,13 @@ def markdown(results: dict, *, title: str) -> str:
         "P@1, nDCG@3 and MRR on examples with a bad candidate (the paper's protocol); ECE and abstention",
         "accuracy over all examples of the split, with the model's calibration and default threshold.",
         "",
-        "| input | P@1 | nDCG@3 | MRR | ECE | abstention acc. | selection P / R |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| input | P@1 | nDCG@3 | MRR | ECE | abstention acc. |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for name, r in results["model"].items():
-        sel = r.get("selection")
-        sel_cell = f"{sel['precision']:.3f} / {sel['recall']:.3f}" if sel else "-"
         lines.append(
             f"| {name} | {r['precision_at_1']:.3f} | {r['ndcg_at_3']:.3f} | {r['mrr']:.3f} | {r['ece']:.3f} "
-            f"| {r['abstention_accuracy']:.3f} | {sel_cell} |"
+            f"| {r['abstention_accuracy']:.3f} |"
         )
     lines += [
         "",
@@ -286,11 +243,11 @@ def main(argv: list[str] | None = None) -> dict:
     }
     started = time.time()
     vectorizer = fit_tfidf(train)
-    for name, setting, selection in ROWS:
+    for name, setting, with_tfidf in ROWS:
         if wanted and setting not in wanted and name not in wanted:
             continue
-        results["model"][name] = evaluator.evaluate(examples, setting, selection)
-        if not selection:
+        results["model"][name] = evaluator.evaluate(examples, setting)
+        if with_tfidf:
             results["tfidf"][name] = ranking_metrics(tfidf_scores(vectorizer, examples, setting), examples)
         print(f"{name}: {json.dumps(results['model'][name])}", flush=True)
     results["seconds"] = round(time.time() - started, 1)

@@ -3,9 +3,9 @@
     .venv/bin/ranker triton-local --http-port 8010 --grpc-port 8011 [--metrics-port 8012]
         [--model models/dialogue-minilm-l6]
 
-PyTriton bundles ``tritonserver`` with only the Python backend, so each ONNX graph of the bundle
-(the ranker as model ``ranker``, the selector as ``selector`` when the bundle has one) is bound
-to a function that runs ONNX Runtime on the batch Triton's dynamic batcher has formed. The batcher
+PyTriton bundles ``tritonserver`` with only the Python backend, so the bundle's ONNX graph
+(model ``ranker``) is bound to a function that runs ONNX Runtime on the batch Triton's dynamic
+batcher has formed. The batcher
 settings are those of the ``onnxruntime`` repository that ``export.triton_repo`` writes for real
 deployments: a queue delay of a few milliseconds, preferred batch sizes, and a bounded queue that
 rejects. The bound outputs follow the graph's rows (``export.triton_repo.RowLayout``): one logit per
@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
         exit_timeout_secs=5,
     )
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
-    models = [("ranker", bundle.ranker)] + ([("selector", bundle.selector.model)] if bundle.selector else [])
+    models = [("ranker", bundle.ranker)]
     with Triton(config=config) as triton:
         for name, spec in models:
             bind_model(

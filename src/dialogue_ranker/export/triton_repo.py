@@ -1,12 +1,11 @@
 """Write an NVIDIA Triton model repository from an exported model bundle.
 
     ranker triton-repo --model models/dialogue-minilm-l6 --out build/triton-repo [--device gpu]
-        [--ranker-onnx build/<run>/ranker.fp32.onnx --selector-onnx ...]
+        [--ranker-onnx build/<run>/ranker.fp32.onnx]
 
-For Triton's ``onnxruntime`` backend (the official container), one model per ONNX graph:
+For Triton's ``onnxruntime`` backend (the official container), the bundle's ranker graph:
 
     <out>/ranker/config.pbtxt      <out>/ranker/1/model.onnx
-    <out>/selector/config.pbtxt    <out>/selector/1/model.onnx     (when the bundle has a selector)
     <out>/ranker/warmup/...        (a shared-prefix ranker's warm-up rows)
 
 Each ``config.pbtxt`` is built as Triton's own ``ModelConfig`` protobuf (from tritonclient), so
@@ -31,7 +30,7 @@ without needing ONNX Runtime's ``MatMulNBits`` in its ONNX front end; the config
 ``NUM_STREAMS`` (one per instance's thread), ``INFERENCE_NUM_THREADS`` and, with ``--precision
 bf16`` for nodes with native bf16 (AVX-512 BF16, AMX), ``HINT_BF16``. OpenVINO quantizes the int8
 products' activations per token, so Triton's batches do not move a pair's score.
-``--ranker-onnx`` / ``--selector-onnx`` put another graph of the same model in the repository
+``--ranker-onnx`` puts another graph of the same model in the repository
 (e.g. the unquantised one for TensorRT fp16; the bundle's static int8 graph is the
 default). PyTriton's bundled tritonserver has only the Python backend: ``dialogue_ranker.export.triton_local``
 serves the same models with the same batcher settings through it.
@@ -88,7 +87,7 @@ class RepositoryOptions:
     max_batch_size: int = MAX_BATCH_SIZE
     buckets: tuple[int, ...] = DEFAULT_BUCKETS
     trt_cache_dir: str = TRT_CACHE_DIR
-    #: Graphs to ship instead of the bundle's, by model name (``ranker``, ``selector``).
+    #: Graphs to ship instead of the bundle's, by model name (``ranker``).
     graphs: dict[str, Path] = dataclasses.field(default_factory=dict)
     #: Triton's backend on CPU nodes: ``onnxruntime`` or ``openvino`` (IR, converted here).
     runtime: str = "onnxruntime"
@@ -108,7 +107,7 @@ class RepositoryOptions:
 class RowLayout:
     """What one row (one batch item) of a graph holds; it decides three things in the config.
 
-    - A **pair** row (the selector; a per-pair ranker, ``dialogue_ranker.serving.tokenization``) is one
+    - A **pair** row (a per-pair ranker, ``dialogue_ranker.serving.tokenization``) is one
       (context, candidate) pair, padded with ``attention_mask`` 0. The graph returns one logit per
       row, shape (batch,) or (batch, 1): the output has dims [1]. Rows are at most the spec's
       ``max_length`` long; zero warm-up inputs are a valid (fully masked) row.
@@ -126,15 +125,17 @@ class RowLayout:
 
     @classmethod
     def of(cls, bundle: ModelBundle, role: str) -> RowLayout:
-        """The layout of the bundle's ``ranker`` or ``selector`` graph."""
-        if role == "ranker":
-            encoder = bundle.pair_encoder()
-            if isinstance(encoder, ListEncoder):
-                return cls(shared_prefix=True, longest=encoder.max_chunk_tokens)
-            return cls(shared_prefix=False, longest=bundle.ranker.max_length)
-        if bundle.selector is None:
-            raise ValueError(f"bundle {bundle.model_id} has no selector")
-        return cls(shared_prefix=False, longest=bundle.selector.model.max_length)
+        """The layout of the bundle's ``ranker`` graph (the one model a bundle serves).
+
+        Raises:
+            ValueError: ``role`` is not ``ranker``.
+        """
+        if role != "ranker":
+            raise ValueError(f"bundle {bundle.model_id} has no {role!r} model, only 'ranker'")
+        encoder = bundle.pair_encoder()
+        if isinstance(encoder, ListEncoder):
+            return cls(shared_prefix=True, longest=encoder.max_chunk_tokens)
+        return cls(shared_prefix=False, longest=bundle.ranker.max_length)
 
     @classmethod
     def pairs(cls, spec: OnnxModelSpec) -> RowLayout:
@@ -307,8 +308,6 @@ def write_repository(
     options = options or RepositoryOptions()
     bundle = load_bundle(bundle_dir)
     models = [("ranker", bundle.ranker)]
-    if bundle.selector is not None:
-        models.append(("selector", bundle.selector.model))
     written = []
     for name, bundle_spec in models:
         if name not in options.graphs and bundle.serving_sub_batch_pairs and options.runtime != "openvino":
@@ -351,7 +350,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--buckets", default=",".join(map(str, DEFAULT_BUCKETS)), help="warm-up lengths")
     p.add_argument("--trt-cache-dir", default=TRT_CACHE_DIR, help="TensorRT engine cache, in the container")
     p.add_argument("--ranker-onnx", type=Path, help="ship this ranker graph instead of the bundle's")
-    p.add_argument("--selector-onnx", type=Path, help="ship this selector graph instead of the bundle's")
     p.add_argument(
         "--runtime",
         choices=RUNTIMES,
@@ -376,11 +374,7 @@ def main(argv: list[str] | None = None) -> None:
         trt_cache_dir=args.trt_cache_dir,
         runtime=args.runtime,
         precision=args.precision,
-        graphs={
-            name: path
-            for name, path in (("ranker", args.ranker_onnx), ("selector", args.selector_onnx))
-            if path
-        },
+        graphs={"ranker": args.ranker_onnx} if args.ranker_onnx else {},
     )
     for model_dir in write_repository(args.model, args.out, options):
         print(f"wrote {model_dir}/config.pbtxt and {model_dir}/1/{MODEL_FILES[options.runtime]}")

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from opentelemetry.sdk.trace import TracerProvider
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from dialogue_ranker import __version__
 from dialogue_ranker.serving.api import banks as bank_routes
 from dialogue_ranker.serving.api import discovery, docs, health
 from dialogue_ranker.serving.api.auth import AccessPolicy
@@ -77,7 +78,7 @@ def create_app(
 
     app = FastAPI(
         title="Response ranking service",
-        version="0.1.0",
+        version=__version__,
         summary="Calibrated scores for dialogue response candidates, with guideline masks.",
         lifespan=lifespan,
         # The default pages load their scripts from a CDN: docs.install serves them from local files.

@@ -1,4 +1,4 @@
-"""Pair encoding off the event loop, timed for the tokenization metric."""
+"""Encoding a request's candidates into sequences off the event loop, timed for the tokenization metric."""
 
 from __future__ import annotations
 
@@ -24,18 +24,16 @@ class OffLoopEncoder:
         metrics: Metrics,
         backend: str,
         model: str,
-        role: str,
     ) -> None:
         self.encoder = encoder
         self.executor = executor
         self.metrics = metrics
         self.backend = backend
         self.model = model
-        self.role = role
 
     @property
     def max_length(self) -> int:
-        """The encoder's pair length limit."""
+        """The encoder's sequence length limit."""
         return self.encoder.max_length
 
     async def encode(
@@ -48,9 +46,9 @@ class OffLoopEncoder:
         """One pair per candidate (or the request's shared-prefix sequences), encoded on the executor."""
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
-        pairs: list[EncodedPair] | list[EncodedList] = await loop.run_in_executor(
+        sequences: list[EncodedPair] | list[EncodedList] = await loop.run_in_executor(
             self.executor, self.encoder.encode_request, turns, statements, candidates, max_candidate_tokens
         )
         elapsed = time.perf_counter() - started
-        self.metrics.tokenization_duration.labels(self.backend, self.model, self.role).observe(elapsed)
-        return pairs
+        self.metrics.tokenization_duration.labels(self.backend, self.model).observe(elapsed)
+        return sequences

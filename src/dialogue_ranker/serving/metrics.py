@@ -2,8 +2,16 @@
 
 Each app gets its own :class:`Metrics` (and so its own ``CollectorRegistry``), so several apps
 in one process (tests) never clash. Label values come from small fixed sets: HTTP status,
-backend name, model role (``ranker`` or ``selector``), mask reason, the configured bank names, and
-generator names capped to the configured list (anything else is ``other``). Never request text or ids.
+backend name, served model name, mask reason, the configured bank names, and generator names
+capped to the configured list (anything else is ``other``). Never request text or ids.
+
+Two words are kept apart: a *candidate* is what a client sent (one logit each); a *sequence* is
+what a runtime computes (a (context, candidate) pair, or a shared-prefix sequence holding many
+candidates). Backend calls are recorded through one recorder
+(:class:`dialogue_ranker.serving.batching.call_metrics.CallRecorder`) on every batching path.
+
+Deprecated (removed in the next release; see docs/changelog.md): the ``*_pairs*`` names, kept
+as aliases with their old ``role`` label (always ``ranker``), recorded beside their new names.
 """
 
 from __future__ import annotations
@@ -73,8 +81,20 @@ class Metrics:
             buckets=COUNT_BUCKETS,
             registry=r,
         )
-        self.batch_pairs = Histogram(
-            f"{p}_batch_pairs", "Pairs per batch.", ["model", "role"], buckets=COUNT_BUCKETS, registry=r
+        self.batch_sequences = Histogram(
+            f"{p}_batch_sequences",
+            "Sequences per batch the gateway formed (with a remote backend: per call), a sequence being a "
+            "pair or a shared-prefix sequence holding many candidates.",
+            ["model"],
+            buckets=COUNT_BUCKETS,
+            registry=r,
+        )
+        self.batch_candidates = Histogram(
+            f"{p}_batch_candidates",
+            "Candidates per batch the gateway formed (with a remote backend: per call), one logit each.",
+            ["model"],
+            buckets=COUNT_BUCKETS,
+            registry=r,
         )
         self.logit_cache = Counter(
             f"{p}_logit_cache_lookups_total",
@@ -89,52 +109,62 @@ class Metrics:
             ["model"],
             registry=r,
         )
-        self.computed_pairs = Counter(
-            f"{p}_computed_pairs_total",
-            "Pairs sent to backend calls (isolation retries included).",
-            ["model", "role"],
+        self.computed_sequences = Counter(
+            f"{p}_computed_sequences_total",
+            "Sequences sent to backend calls (isolation retries included).",
+            ["model"],
+            registry=r,
+        )
+        self.computed_candidates = Counter(
+            f"{p}_computed_candidates_total",
+            "Candidates whose logits backend calls computed (isolation retries included).",
+            ["model"],
             registry=r,
         )
         self.batch_tokens = Histogram(
             f"{p}_batch_tokens",
-            "Tokens per batch, padding included.",
-            ["model", "role"],
+            "Tokens per backend call, padding included.",
+            ["model"],
             buckets=TOKEN_BUCKETS,
             registry=r,
         )
         self.padding_ratio = Histogram(
             f"{p}_batch_padding_ratio",
-            "Share of a batch's tokens that are padding.",
-            ["model", "role"],
+            "Share of a backend call's tokens that are padding.",
+            ["model"],
             buckets=RATIO_BUCKETS,
             registry=r,
         )
         self.queue_wait = Histogram(
             f"{p}_queue_wait_seconds",
-            "Time a pair waits before its batch starts.",
-            ["model", "role"],
+            "Time a sequence waits before its batch starts.",
+            ["model"],
             buckets=WAIT_BUCKETS_S,
             registry=r,
         )
-        self.queue_pairs = Gauge(
-            f"{p}_queue_pairs", "Pairs waiting for a batch.", ["model", "role"], registry=r
+        self.queue_sequences = Gauge(
+            f"{p}_queue_sequences",
+            "Sequences waiting for a batch (with a remote backend: in flight to it).",
+            ["model"],
+            registry=r,
         )
         self.batch_failures = Counter(
             f"{p}_batch_failures_total",
             "Backend calls that failed (isolation retries included).",
-            ["model", "role"],
+            ["model"],
             registry=r,
         )
-        self.failed_pairs = Counter(
-            f"{p}_failed_pairs_total",
-            "Pairs that failed even in a backend call of their own.",
-            ["model", "role"],
+        self.failed_sequences = Counter(
+            f"{p}_failed_sequences_total",
+            "Sequences that failed even in a backend call of their own (with a remote backend: every "
+            "sequence of a failed call).",
+            ["model"],
             registry=r,
         )
-        self.dropped_pairs = Counter(
-            f"{p}_dropped_pairs_total",
-            "Queued pairs never computed: their request was cancelled (client gone) or expired.",
-            ["model", "role", "reason"],
+        self.dropped_sequences = Counter(
+            f"{p}_dropped_sequences_total",
+            "Queued sequences never computed: their request was cancelled (client gone) or expired.",
+            ["model", "reason"],
             registry=r,
         )
         self.backlog = Gauge(
@@ -146,7 +176,7 @@ class Metrics:
         self.breaker_open = Gauge(
             f"{p}_circuit_open",
             "1 while the backend's circuit breaker is open.",
-            ["model", "role"],
+            ["model"],
             registry=r,
         )
         self.connections = Gauge(f"{p}_open_connections", "Open HTTP connections.", registry=r)
@@ -157,15 +187,15 @@ class Metrics:
         )
         self.tokenization_duration = Histogram(
             f"{p}_tokenization_duration_seconds",
-            "Pair encoding time per request.",
-            ["backend", "model", "role"],
+            "Encoding time per request (its candidates into sequences).",
+            ["backend", "model"],
             buckets=LATENCY_BUCKETS_S,
             registry=r,
         )
         self.inference_duration = Histogram(
             f"{p}_inference_duration_seconds",
-            "Backend time per batch (padding included).",
-            ["backend", "model", "role"],
+            "Backend time per call (padding included).",
+            ["backend", "model"],
             buckets=LATENCY_BUCKETS_S,
             registry=r,
         )
@@ -189,12 +219,6 @@ class Metrics:
             "Calibrated candidate scores by generator.",
             ["model", "generator"],
             buckets=SCORE_BUCKETS,
-            registry=r,
-        )
-        self.statements = Counter(
-            f"{p}_statements_total",
-            "Situational statements given to the selector and kept by it.",
-            ["model", "outcome"],
             registry=r,
         )
         self.bank_responses = Gauge(
@@ -233,6 +257,44 @@ class Metrics:
             "why, the candidates per second each runtime scored at start, and the calibration map in "
             "force (`bundle`, or the runtime whose own map the bundle carries).",
             ["model"],
+            registry=r,
+        )
+
+        self._deprecated_aliases(r)
+
+    def _deprecated_aliases(self, r: CollectorRegistry) -> None:
+        """The old ``*_pairs*`` names, recorded beside their new ones for one release."""
+        p = PREFIX
+        self.batch_pairs = Histogram(
+            f"{p}_batch_pairs",
+            "Deprecated: use ranker_batch_sequences (removed in the next release).",
+            ["model", "role"],
+            buckets=COUNT_BUCKETS,
+            registry=r,
+        )
+        self.computed_pairs = Counter(
+            f"{p}_computed_pairs_total",
+            "Deprecated: use ranker_computed_candidates_total, which it equals (removed in the next "
+            "release).",
+            ["model", "role"],
+            registry=r,
+        )
+        self.queue_pairs = Gauge(
+            f"{p}_queue_pairs",
+            "Deprecated: use ranker_queue_sequences (removed in the next release).",
+            ["model", "role"],
+            registry=r,
+        )
+        self.failed_pairs = Counter(
+            f"{p}_failed_pairs_total",
+            "Deprecated: use ranker_failed_sequences_total (removed in the next release).",
+            ["model", "role"],
+            registry=r,
+        )
+        self.dropped_pairs = Counter(
+            f"{p}_dropped_pairs_total",
+            "Deprecated: use ranker_dropped_sequences_total (removed in the next release).",
+            ["model", "role", "reason"],
             registry=r,
         )
 

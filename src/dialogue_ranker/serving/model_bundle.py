@@ -4,8 +4,7 @@ A bundle directory holds:
 
 - ``metadata.json``: name, version, backbone, ``max_length``, the ranker's ONNX file and input
   names, ``calibration`` (see :mod:`dialogue_ranker.serving.calibration`), the abstention ``threshold`` (a
-  calibrated probability), optionally a ``selector`` (statement-relevance model), and the
-  training data, attribution and metrics for the model card;
+  calibrated probability), and the training data, attribution and metrics for the model card;
 - ``calibration_by_runtime`` (optional): a ``calibration`` and ``threshold`` fitted on another
   runtime's logits, per runtime (``openvino-bf16``...; written by ``ranker calibrate-runtimes``),
   served instead of the bundle's own when that runtime scores (:meth:`ModelBundle.for_runtime`);
@@ -63,8 +62,6 @@ class OnnxModelSpec:
     input_names: tuple[str, ...]
     output_name: str
     max_length: int
-    #: Which model of the bundle this is: ``ranker`` or ``selector`` (a remote backend's model name).
-    role: str = "ranker"
     #: The bundle's tokenizer (the fake backend's poison text is matched as these token ids).
     tokenizer_path: Path | None = None
     #: The graph's weights' precision, first word of its metadata ``precision`` (``int8``, ``fp32``).
@@ -73,18 +70,6 @@ class OnnxModelSpec:
     samples: Path | None = None
     #: The map from this graph's logits to probabilities (auto compares calibrated scores).
     calibration: Calibrator = Calibrator.identity()
-
-
-@dataclass(frozen=True)
-class SelectorSpec:
-    """The statement-relevance model: scores (context, statement) pairs."""
-
-    model: OnnxModelSpec
-    calibration: Calibrator
-    #: Statements whose calibrated relevance is at least this are kept.
-    threshold: float
-    #: Never keep fewer than this many statements when some are given (the best-scored ones).
-    min_keep: int
 
 
 @dataclass(frozen=True)
@@ -178,7 +163,6 @@ class ModelBundle:
     tokenizer_path: Path
     calibration: Calibrator
     threshold: float
-    selector: SelectorSpec | None
     metadata: dict[str, Any]
     #: Maps and thresholds fitted on other runtimes' logits (``calibration_by_runtime``), by runtime.
     runtime_calibrations: Mapping[str, RuntimeCalibration] = field(default_factory=dict)
@@ -230,12 +214,6 @@ class ModelBundle:
             return ListEncoder.from_file(self.tokenizer_path, **{k: int(v) for k, v in budgets.items()})
         return self._encoder(self.ranker.max_length)
 
-    def selector_encoder(self) -> AnyPairEncoder | None:
-        """The selector's pair encoder (same tokenizer, its own length limit)."""
-        if self.selector is None:
-            return None
-        return self._encoder(self.selector.model.max_length)
-
     def _encoder(self, max_length: int) -> AnyPairEncoder:
         # "template": a cross-encoder exported from Hugging Face (export.hf), laid out by its own
         # tokenizer; otherwise the project's dialogue layout.
@@ -261,14 +239,12 @@ def _onnx_spec(
     default_max_length: int,
     tokenizer: Path,
     calibration: dict[str, Any],
-    role: str = "ranker",
 ) -> OnnxModelSpec:
     return OnnxModelSpec(
         path=_require_file(directory, spec["file"]),
         input_names=tuple(spec.get("inputs", ("input_ids", "attention_mask", "token_type_ids"))),
         output_name=str(spec.get("output", "logits")),
         max_length=int(spec.get("max_length", default_max_length)),
-        role=role,
         tokenizer_path=tokenizer,
         precision=(str(spec.get("precision") or "fp32").split() or ["fp32"])[0],
         samples=_require_file(directory, spec["samples"]) if spec.get("samples") else None,
@@ -295,22 +271,6 @@ def load_bundle(directory: str | Path) -> ModelBundle:
             tokenizer=tokenizer,
             calibration=meta["calibration"],
         )
-        selector = None
-        if meta.get("selector"):
-            sel = meta["selector"]
-            selector = SelectorSpec(
-                model=_onnx_spec(
-                    directory,
-                    sel,
-                    default_max_length=int(sel.get("max_length", 96)),
-                    tokenizer=tokenizer,
-                    calibration=sel["calibration"],
-                    role="selector",
-                ),
-                calibration=Calibrator.from_dict(sel["calibration"]),
-                threshold=float(sel["threshold"]),
-                min_keep=int(sel.get("min_keep", 1)),
-            )
         bundle = ModelBundle(
             directory=directory,
             name=str(meta["name"]),
@@ -319,7 +279,6 @@ def load_bundle(directory: str | Path) -> ModelBundle:
             tokenizer_path=tokenizer,
             calibration=Calibrator.from_dict(meta["calibration"]),
             threshold=float(meta["threshold"]),
-            selector=selector,
             metadata=meta,
             serving_sub_batch_pairs=int(meta.get("serving", {}).get("sub_batch_pairs", 0)) or None,
             views=_view_weights(meta_path, meta.get("views")),

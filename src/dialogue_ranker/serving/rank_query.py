@@ -1,5 +1,9 @@
 """What a ranking request and its answer are, as the ranker sees them: plain dataclasses.
 
+One mapping at the API boundary: the API's ``situations`` (as in SUGAR and the ranking-data
+files) are the situational *statements* here and in everything the ranker calls (the logit
+cache, the encoders); the answer's ``statements_used`` indexes them.
+
 The API layer maps its schemas to a :class:`RankQuery` and a :class:`RankResult` back; the ranker
 (:mod:`dialogue_ranker.serving.ranking`) knows nothing of HTTP.
 """
@@ -43,12 +47,12 @@ class RankQuery:
 
     turns: Sequence[Turn]
     candidates: Sequence[Candidate]
-    situations: Sequence[str] = ()
+    #: The request's ``situations``, highest priority first: every one reaches the model, in order.
+    statements: Sequence[str] = ()
     intent: str | None = None
     mask_mode: MaskMode = MaskMode.HARD
     top_k: int | None = None
     min_score: float | None = None
-    select_statements: bool = True
     #: Cut each candidate to this many tokens (rerank clients' ``max_tokens_per_doc``).
     max_candidate_tokens: int | None = None
     #: A served bank whose nearest responses are ranked too, and how many (None: the service's default).

@@ -23,6 +23,7 @@ from opentelemetry import trace
 from dialogue_ranker.serving.backends import AnyBackend, BackendChoice, build_backend, choice_of, is_remote
 from dialogue_ranker.serving.banks import Bank, BankSet
 from dialogue_ranker.serving.batching import Batcher, DirectScorer, Scorer
+from dialogue_ranker.serving.context_views import ONE_VIEW
 from dialogue_ranker.serving.cpu import serial_tokenizers
 from dialogue_ranker.serving.encoding import OffLoopEncoder
 from dialogue_ranker.serving.errors import InvalidInput
@@ -38,7 +39,9 @@ from dialogue_ranker.serving.model_bundle import (
     load_bundle,
 )
 from dialogue_ranker.serving.ranking import Ranker
-from dialogue_ranker.serving.selection import StatementSelector
+from dialogue_ranker.serving.ranking.candidates import CandidateGatherer
+from dialogue_ranker.serving.ranking.reading import ScoreReader
+from dialogue_ranker.serving.ranking.scorer import LogitScorer
 from dialogue_ranker.serving.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -49,23 +52,23 @@ BackendFactory = Callable[[Settings, OnnxModelSpec], AnyBackend]
 
 @dataclass
 class ServedModel:
-    """One model bundle with its ranker, selector, backends and batchers."""
+    """One model bundle with its ranker, its backend and the batching path in front of it."""
 
     name: str
     bundle: ModelBundle
     ranker: Ranker
-    backends: list[AnyBackend] = field(default_factory=list)
-    batchers: list[Scorer] = field(default_factory=list)
+    backend: AnyBackend
+    batcher: Scorer
 
     @property
     def backend_name(self) -> str:
-        """The ranker's backend name."""
-        return self.backends[0].name
+        """The backend's name."""
+        return self.backend.name
 
     @property
     def backend_choice(self) -> BackendChoice:
-        """How the ranker's backend was chosen (``--backend auto``) or forced, and what was measured."""
-        return choice_of(self.backends[0])
+        """How the backend was chosen (``--backend auto``) or forced, and what was measured."""
+        return choice_of(self.backend)
 
 
 @dataclass
@@ -104,12 +107,12 @@ class Runtime:
     @property
     def backends(self) -> list[AnyBackend]:
         """Every backend, the default model's first."""
-        return [b for model in self.models.values() for b in model.backends]
+        return [model.backend for model in self.models.values()]
 
     @property
     def batchers(self) -> list[Scorer]:
         """Every batcher, the default model's first."""
-        return [b for model in self.models.values() for b in model.batchers]
+        return [model.batcher for model in self.models.values()]
 
     def model(self, name: str | None) -> ServedModel:
         """The served model called ``name``, or aliased so (None: the default).
@@ -174,15 +177,14 @@ class Runtime:
                 choice = served.backend_choice
                 metrics.model_info.labels(name).info(
                     {"name": bundle.name, "version": bundle.version, "backend": served.backend_name,
-                     "selector": str(served.ranker.selector is not None).lower(),
                      "precision": choice.precision, "backend_selection": choice.mode,
                      "backend_reason": choice.reason, "backend_rates": choice.rates(),
                      "calibration": served.bundle.calibration_in_force}
                 )  # fmt: skip
                 logger.info(
-                    "model ready name=%s model=%s backend=%s precision=%s calibration=%s selector=%s",
+                    "model ready name=%s model=%s backend=%s precision=%s calibration=%s",
                     name, bundle.model_id, served.backend_name, choice.precision,
-                    served.bundle.calibration_in_force, served.ranker.selector is not None,
+                    served.bundle.calibration_in_force,
                 )  # fmt: skip
             aliases = _checked_aliases(settings.model_aliases(), models)
             if bank_set is not None:
@@ -219,7 +221,7 @@ class Runtime:
 
 @dataclass
 class _ModelStarter:
-    """Starts one bundle's components; what it started is listed even when a later step fails."""
+    """Starts one bundle's backend and batching path, listing what it started even if a step fails."""
 
     settings: Settings
     metrics: Metrics
@@ -234,43 +236,45 @@ class _ModelStarter:
 
     async def start(self, guidelines: Guidelines) -> ServedModel:
         settings, bundle = self.settings, self.bundle
-        ranker_encoder = bundle.pair_encoder()
-        ranker_batcher = await self._component(bundle.ranker, "ranker", ranker_encoder)
+        encoder = bundle.pair_encoder()
+        batcher = await self._component(bundle.ranker, encoder)
         # Scores are calibrated with the map fitted on the chosen runtime's logits, where there is one.
-        bundle = self.bundle = bundle.for_runtime(choice_of(self.backends[0]).runtime)
-        selector = None
-        selector_encoder = bundle.selector_encoder()
-        if bundle.selector is not None and selector_encoder is not None:
-            selector_batcher = await self._component(bundle.selector.model, "selector", selector_encoder)
-            selector = StatementSelector(
-                bundle.selector,
-                encoder=self._encoder(selector_encoder, "selector", self.backends[-1].name),
-                batcher=selector_batcher,
-                metrics=self.metrics,
-            )
+        backend = self.backends[0]
+        bundle = self.bundle = bundle.for_runtime(choice_of(backend).runtime)
+        ranking, metrics, name = settings.ranking, self.metrics, self.name
+        # A request's three steps (serving/ranking/): its candidates, their logits, their reading.
         ranker = Ranker(
-            bundle=bundle,
-            encoder=self._encoder(ranker_encoder, "ranker", self.backends[0].name),
-            batcher=ranker_batcher,
-            guidelines=guidelines,
-            metrics=self.metrics,
-            settings=settings.ranking,
+            candidates=CandidateGatherer(
+                guidelines=guidelines, banks=self.banks, mask_repeats=ranking.mask_repeats
+            ),
+            scorer=LogitScorer(
+                encoder=OffLoopEncoder(
+                    encoder, executor=self.executor, metrics=metrics, backend=backend.name, model=name
+                ),
+                batcher=batcher,
+                views=bundle.views if ranking.last_turn_view else ONE_VIEW,
+                cache_entries=ranking.logit_cache_entries,
+                metrics=metrics,
+                model=name,
+                admission_margin=settings.batching.admission_margin,
+                tracer=self.tracer,
+            ),
+            reader=ScoreReader(
+                model_id=bundle.model_id,
+                calibration=bundle.calibration,
+                threshold=bundle.threshold,
+                bank_fusion=None if self.banks is None else self.banks.fusion,
+                soft_mask_penalty=ranking.soft_mask_penalty,
+                metrics=metrics,
+                model=name,
+            ),
+            settings=ranking,
             request_timeout_s=settings.limits.request_timeout_s,
-            selector=selector,
-            admission_margin=settings.batching.admission_margin,
-            tracer=self.tracer,
-            name=self.name,
-            banks=self.banks,
         )
-        return ServedModel(self.name, bundle, ranker, self.backends, self.batchers)
+        return ServedModel(self.name, bundle, ranker, backend, batcher)
 
-    def _encoder(self, encoder: AnyEncoder, role: str, backend: str) -> OffLoopEncoder:
-        return OffLoopEncoder(
-            encoder, executor=self.executor, metrics=self.metrics, backend=backend, model=self.name, role=role
-        )
-
-    async def _component(self, spec: OnnxModelSpec, role: str, encoder: AnyEncoder) -> Scorer:
-        """The batching path of one graph; ``encoder`` pads its pairs and bounds their length."""
+    async def _component(self, spec: OnnxModelSpec, encoder: AnyEncoder) -> Scorer:
+        """The batching path of the ranker's graph; ``encoder`` pads its sequences and bounds their length."""
         settings, bundle = self.settings, self.bundle
         backend = self.backend_factory(settings, spec)
         pad = encoder.pad
@@ -279,7 +283,7 @@ class _ModelStarter:
             await backend.start()
             self.backends.append(backend)
             batcher = DirectScorer(
-                backend=backend, pad=pad, metrics=self.metrics, role=role, model=self.name,
+                backend=backend, pad=pad, metrics=self.metrics, model=self.name,
                 max_in_flight_pairs=settings.batching.queue_max_pairs, tracer=self.tracer,
             )  # fmt: skip
         else:
@@ -291,7 +295,7 @@ class _ModelStarter:
                 batching = batching.model_copy(update={"sub_batch_pairs": bundle.serving_sub_batch_pairs})
             batcher = Batcher(
                 backend=backend, pad=pad, settings=batching, metrics=self.metrics,
-                role=role, model=self.name, max_length=encoder.max_length, breaker=settings.breaker,
+                model=self.name, max_length=encoder.max_length, breaker=settings.breaker,
                 tracer=self.tracer,
                 warm_up_item=encoder.synthetic() if isinstance(encoder, ListEncoder) else None,
             )  # fmt: skip

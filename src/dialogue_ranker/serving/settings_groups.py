@@ -17,23 +17,29 @@ from dialogue_ranker.serving.cpu import MAX_WORKERS
 AutoRuntime = Literal["openvino-bf16", "openvino-f32"]
 AUTO_RUNTIMES: tuple[AutoRuntime, ...] = ("openvino-bf16", "openvino-f32")
 
-class BatchingSettings(BaseModel):
-    """How pairs from concurrent requests are grouped into backend calls."""
 
-    max_pairs: int = Field(64, ge=1, le=4096, description="A batch closes when it holds this many pairs.")
+class BatchingSettings(BaseModel):
+    """How sequences from concurrent requests are grouped into backend calls.
+
+    A sequence is what the runtime computes: a (context, candidate) pair, or a shared-prefix
+    sequence holding many candidates. The ``*_pairs`` names predate shared-prefix models: they
+    count sequences.
+    """
+
+    max_pairs: int = Field(64, ge=1, le=4096, description="A batch closes when it holds this many sequences.")
     max_tokens: int = Field(
-        16384, ge=16, description="A batch closes when its pairs hold this many tokens (before padding)."
+        16384, ge=16, description="A batch closes when its sequences hold this many tokens (before padding)."
     )
     max_wait_s: float = Field(
-        0.002, ge=0.0, le=1.0, description="A batch closes this long after its first pair arrived."
+        0.002, ge=0.0, le=1.0, description="A batch closes this long after its first sequence arrived."
     )
     queue_max_pairs: int = Field(
-        2048, ge=1, description="Pairs waiting at most; a request that would exceed it gets 429."
+        2048, ge=1, description="Sequences waiting at most; a request that would exceed it gets 429."
     )
     sub_batch_pairs: int = Field(
         0,
         ge=0,
-        description="Run each batch as backend calls of at most this many pairs (0: as the model's "
+        description="Run each batch as backend calls of at most this many sequences (0: as the model's "
         "metadata asks, else one call). 1 makes a dynamically quantised model's scores independent of "
         "batch composition.",
     )
@@ -265,8 +271,8 @@ class AutoSettings(BaseModel):
 class TritonSettings(BaseModel):
     """The Triton backend: a remote NVIDIA Triton Inference Server reached over gRPC.
 
-    Triton's dynamic batcher merges only requests of equal shape, so the gateway pads each pair to
-    the smallest of ``length_buckets`` that holds it and sends the pairs of one bucket as one
+    Triton's dynamic batcher merges only requests of equal shape, so the gateway pads each sequence
+    to the smallest of ``length_buckets`` that holds it and sends the sequences of one bucket as one
     request; requests of different clients in the same bucket then share Triton batches. Buckets
     every 32 tokens cost 12% padding on SUGAR-like pairs, and 16 concurrent requests meet on 2-3
     shapes (``benchmarks/bucket_padding.py``; the README has the comparison).
@@ -274,7 +280,6 @@ class TritonSettings(BaseModel):
 
     url: str = Field("127.0.0.1:8001", description="Triton gRPC address (host:port).")
     ranker_model: str = Field("ranker", description="Triton model name of the ranker.")
-    selector_model: str = Field("selector", description="Triton model name of the statement selector.")
     timeout_s: float = Field(
         8.0, gt=0, description="A Triton call without an answer after this long fails with 504."
     )
@@ -283,11 +288,11 @@ class TritonSettings(BaseModel):
     )
     length_buckets: list[int] = Field(
         default_factory=lambda: [32, 64, 96, 128, 160, 192, 224, 256],
-        description="Pad each pair to the smallest of these lengths that holds it (the model's "
-        "max length is always a bucket); empty: pad each request to its longest pair.",
+        description="Pad each sequence to the smallest of these lengths that holds it (the model's "
+        "max length is always a bucket); empty: pad each request to its longest sequence.",
     )
     max_batch_pairs: int = Field(
-        64, ge=1, le=4096, description="Most pairs in one Triton request (the model's max_batch_size)."
+        64, ge=1, le=4096, description="Most sequences in one Triton request (the model's max_batch_size)."
     )
 
     @field_validator("length_buckets")

@@ -6,8 +6,8 @@ speaker-tagged context followed by the statements; segment B holds the candidate
     [CLS] speaker: turn ... speaker: latest turn [SEP] statement ... statement [SEP] candidate [SEP]
 
 When a pair is over the model's length the candidate and the latest turn are kept whole and
-the oldest turns go first, then the statements from the end of the list (callers order
-statements by priority, so the statement selector's order decides what survives). Training
+the oldest turns go first, then the statements from the end of the list (the request's
+order is their priority). Training
 and serving both call :class:`PairEncoder`, so a model never sees at serving time an input
 laid out differently from the ones it was trained on.
 

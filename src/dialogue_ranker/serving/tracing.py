@@ -7,9 +7,10 @@ set, or ``OTEL_TRACES_EXPORTER`` names ``otlp`` or ``console`` (and ``OTEL_SDK_D
 does. Off, the tracer is OpenTelemetry's no-op one.
 
 Spans of one ranking request: the server span (``POST /rank``..., continuing an incoming W3C
-``traceparent``), ``select statements``, ``encode pairs``, ``queue wait`` and ``score``; a
-``backend call`` span per batch call links to the requests whose pairs it ran (one call serves
-several requests, so it cannot be a child of one). Attributes are counts, names and statuses:
+``traceparent``), ``encode sequences``, ``queue wait`` and ``score``; a ``backend call`` span
+per call links to the requests whose sequences it ran (one call serves several requests, so it
+cannot be a child of one). Counts say ``sequences`` (what the runtime computes) and
+``candidates`` (what the client sent: a logit each) apart. Attributes are counts, names and statuses:
 never request text, ids or keys.
 """
 
@@ -27,14 +28,12 @@ SERVICE_NAME = "ranking-service"
 INSTRUMENTATION = "ranking-service"
 
 # Attribute names (OpenTelemetry semantic conventions where one exists).
-PAIRS = "ranker.pairs"
+#: What a runtime computes: one sequence holds one candidate (a pair) or many (a shared prefix).
+SEQUENCES = "ranker.sequences"
 TOKENS = "ranker.tokens"
 PADDED_TOKENS = "ranker.padded_tokens"
-ROLE = "ranker.role"
 MODEL = "ranker.model"
 BACKEND = "ranker.backend"
-STATEMENTS_GIVEN = "ranker.statements.given"
-STATEMENTS_KEPT = "ranker.statements.kept"
 CANDIDATES = "ranker.candidates"
 
 

@@ -68,7 +68,6 @@ class ModelOut(BaseModel):
         "Runtime's logits), or the runtime whose own map the bundle carries and that scores here "
         "(`openvino-bf16`...; see `ranker calibrate-runtimes`)."
     )
-    selector: bool = Field(description="Whether a statement selector filters situations first.")
     last_turn_weight: float = Field(
         description="A multi-turn request is also scored with its last turn alone, that logit averaged "
         "in at this weight (0: one view, also when the service's ranking.last_turn_view is off)."
@@ -106,7 +105,6 @@ def _describe(served: ServedModel, *, default: bool, alias: str | None = None) -
         calibration=bundle.calibration.to_dict(),
         threshold=bundle.threshold,
         calibration_in_force=bundle.calibration_in_force,
-        selector=served.ranker.selector is not None,
         last_turn_weight=views.last_turn,
         prior_weight=views.prior,
         prior_centre=views.prior_centre,

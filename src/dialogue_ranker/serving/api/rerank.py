@@ -25,19 +25,20 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from dialogue_ranker.serving.api import limits as sizes
 from dialogue_ranker.serving.api.dependencies import RuntimeDep
 from dialogue_ranker.serving.api.error_schema import with_error_body
 from dialogue_ranker.serving.api.rank import ERROR_RESPONSES, TimeoutHeader
 from dialogue_ranker.serving.api.schemas import (
-    NON_BLANK,
-    Name,
     TurnIn,
     integral_floats_as_ints,
+    limited_turn,
     texts_as_objects,
 )
 from dialogue_ranker.serving.guidelines import MaskReason
 from dialogue_ranker.serving.ranking import Candidate, MaskMode, RankQuery, RankResult
 from dialogue_ranker.serving.settings import LimitsSettings
+from dialogue_ranker.serving.text_constraints import NON_BLANK, Name
 from dialogue_ranker.serving.tokenization import DEFAULT_SPEAKER, Turn
 
 
@@ -88,7 +89,11 @@ class RerankRequest(BaseModel):
         None, ge=0.0, le=1.0, strict=True, description="Extra: abstention threshold override."
     )
     select_statements: bool = Field(
-        True, strict=True, description="Extra: let the model's statement selector filter situations."
+        True,
+        strict=True,
+        deprecated=True,
+        description="Extra, deprecated and ignored (removed in the next release): every situation reaches "
+        "the model.",
     )
 
     _documents_from_strings = field_validator("documents", mode="before")(texts_as_objects)
@@ -100,7 +105,7 @@ class RerankRequest(BaseModel):
         """The ranker's view: the query as the latest user turn, document i as candidate ``str(i)``."""
         return RankQuery(
             turns=[*(Turn(t.speaker, t.text) for t in self.context), Turn(DEFAULT_SPEAKER, self.query)],
-            situations=list(self.situations),
+            statements=list(self.situations),
             candidates=[
                 Candidate(id=str(i), text=d.text, generator=d.generator, action=d.action)
                 for i, d in enumerate(self.documents)
@@ -109,42 +114,35 @@ class RerankRequest(BaseModel):
             mask_mode=self.mask_mode,
             top_k=self.top_n,
             min_score=self.min_score,
-            select_statements=self.select_statements,
             max_candidate_tokens=self.max_tokens_per_doc,
         )
 
 
 def build_rerank_request(limits: LimitsSettings) -> type[RerankRequest]:
-    """A :class:`RerankRequest` subclass whose constraints are the configured limits."""
+    """A :class:`RerankRequest` subclass whose constraints are the configured limits (:mod:`.limits`)."""
     chars = limits.max_text_chars
-
-    class LimitedDocument(RerankDocumentIn):
-        text: str = Field(min_length=1, max_length=chars, pattern=NON_BLANK)
-
-    class LimitedTurn(TurnIn):
-        text: str = Field(min_length=1, max_length=chars, pattern=NON_BLANK)
-
-    class LimitedRerankRequest(RerankRequest):
-        __doc__ = RerankRequest.__doc__
-
-        query: str = Field(
-            min_length=1, max_length=chars, pattern=NON_BLANK, description="The latest user turn."
-        )
-        documents: Sequence[LimitedDocument] = Field(
-            min_length=1, max_length=limits.max_candidates, description="Strings or {text} objects."
-        )
-        context: Sequence[LimitedTurn] = Field(
-            default_factory=list,
-            max_length=max(limits.max_turns - 1, 0),
-            description=RerankRequest.model_fields["context"].description,
-        )
-        situations: Sequence[Annotated[str, StringConstraints(max_length=chars, pattern=NON_BLANK)]] = Field(
-            default_factory=list,
-            max_length=limits.max_situations,
-            description=RerankRequest.model_fields["situations"].description,
-        )
-
-    return LimitedRerankRequest
+    document = sizes.with_text_limit(RerankDocumentIn, chars, name="LimitedDocument")
+    fields = {
+        "query": (str, sizes.text(chars, "The latest user turn.")),
+        "documents": (
+            Sequence[document],  # type: ignore[valid-type]
+            Field(min_length=1, max_length=limits.max_candidates, description="Strings or {text} objects."),
+        ),
+        # The query is the last turn: the earlier turns get one fewer.
+        "context": (
+            Sequence[limited_turn(chars)],  # type: ignore[misc]
+            Field(
+                default_factory=list,
+                max_length=max(limits.max_turns - 1, 0),
+                description=RerankRequest.model_fields["context"].description,
+            ),
+        ),
+        "situations": (
+            sizes.situations_type(chars),
+            sizes.situations(limits, RerankRequest.model_fields["situations"].description),
+        ),
+    }
+    return sizes.limited(RerankRequest, fields, name="LimitedRerankRequest")
 
 
 class MaskedDocumentOut(BaseModel):

@@ -1,26 +1,27 @@
 """Request and response schemas of ``POST /rank``.
 
-Limits live here, in the field constraints, so a violation is a 422 naming the field's path.
-The module-level request classes carry the default limits; :func:`build_rank_request` makes
-subclasses with the configured ones (so the OpenAPI schema shows the limits actually enforced).
+Size limits are made by :mod:`.limits` (shared with the rerank routes): the module-level request
+class carries the default limits; :func:`build_rank_request` makes the subclass with the
+configured ones (so the OpenAPI schema shows the limits actually enforced).
 Plain strings are accepted for the context (one user turn) and for candidates; they are turned
 into objects before validation, so error paths always read like ``candidates.2.text``.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from typing import Annotated, Any, ClassVar
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from dialogue_ranker.serving.api import limits as sizes
+from dialogue_ranker.serving.api.limits import DEFAULTS
 from dialogue_ranker.serving.guidelines import MaskReason
 from dialogue_ranker.serving.ranking import Candidate, MaskMode, RankQuery, RankResult
 from dialogue_ranker.serving.settings import LimitsSettings
-from dialogue_ranker.serving.text_constraints import NON_BLANK, Name
+from dialogue_ranker.serving.text_constraints import Name
 from dialogue_ranker.serving.tokenization import DEFAULT_SPEAKER, Turn
-
-_DEFAULTS = LimitsSettings()
 
 
 class TurnIn(BaseModel):
@@ -29,7 +30,7 @@ class TurnIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     speaker: str = Field(DEFAULT_SPEAKER, max_length=64, description="Who spoke, e.g. user or agent.")
-    text: str = Field(min_length=1, max_length=_DEFAULTS.max_text_chars, pattern=NON_BLANK)
+    text: str = sizes.text(DEFAULTS.max_text_chars)
 
 
 class CandidateIn(BaseModel):
@@ -38,7 +39,7 @@ class CandidateIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: Name | None = Field(None, description="Unique in the request; defaults to the position.")
-    text: str = Field(min_length=1, max_length=_DEFAULTS.max_text_chars, pattern=NON_BLANK)
+    text: str = sizes.text(DEFAULTS.max_text_chars)
     generator: Name | None = Field(None, description="Which generator proposed it (echoed, metrics).")
     action: Name | None = Field(None, description="Agent action it performs; none: a plain reply.")
 
@@ -73,6 +74,40 @@ _RETRIEVE_K_DESCRIPTION = (
     "stay within the candidate limit."
 )
 _CANDIDATES_DESCRIPTION = "Objects or plain strings; may be empty (or left out) when a bank is named."
+_CONTEXT_DESCRIPTION = "The conversation, oldest turn first, or one string (one user turn)."
+SITUATIONS_DESCRIPTION = "Situational statements (SUGAR), highest priority first."
+
+
+@functools.cache
+def limited_turn(chars: int) -> type[TurnIn]:
+    """A turn whose text is at most ``chars`` long (one class per limit, shared by every route)."""
+    return sizes.with_text_limit(TurnIn, chars, name="LimitedTurn")
+
+
+def _sized_fields(limits: LimitsSettings) -> dict[str, tuple[Any, Any]]:
+    """``/rank``'s size-limited fields under ``limits``."""
+    chars = limits.max_text_chars
+    candidate = sizes.with_text_limit(CandidateIn, chars, name="LimitedCandidate")
+    return {
+        "context": (
+            Sequence[limited_turn(chars)],  # type: ignore[misc]
+            Field(min_length=1, max_length=limits.max_turns, description=_CONTEXT_DESCRIPTION),
+        ),
+        "situations": (sizes.situations_type(chars), sizes.situations(limits, SITUATIONS_DESCRIPTION)),
+        "retrieve_k": (
+            int | None,
+            Field(None, ge=1, le=limits.max_candidates, strict=True, description=_RETRIEVE_K_DESCRIPTION),
+        ),
+        "candidates": (
+            Sequence[candidate],  # type: ignore[valid-type]
+            Field(
+                default_factory=list,
+                max_length=limits.max_candidates,
+                validate_default=True,
+                description=_CANDIDATES_DESCRIPTION,
+            ),
+        ),
+    }
 
 
 class RankRequest(BaseModel):
@@ -80,28 +115,23 @@ class RankRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     #: The candidate limit, bank responses included (the configured one in build_rank_request's subclass).
-    max_candidates: ClassVar[int] = _DEFAULTS.max_candidates
+    max_candidates: ClassVar[int] = DEFAULTS.max_candidates
 
+    # The size-limited fields as _sized_fields(DEFAULTS) makes them (the configured subclass's own).
     context: Sequence[TurnIn] = Field(
-        min_length=1,
-        max_length=_DEFAULTS.max_turns,
-        description="The conversation, oldest turn first, or one string (one user turn).",
+        min_length=1, max_length=DEFAULTS.max_turns, description=_CONTEXT_DESCRIPTION
     )
-    situations: Sequence[
-        Annotated[str, StringConstraints(max_length=_DEFAULTS.max_text_chars, pattern=NON_BLANK)]
-    ] = Field(
-        default_factory=list,
-        max_length=_DEFAULTS.max_situations,
-        description="Situational statements (SUGAR), highest priority first.",
+    situations: sizes.situations_type(DEFAULTS.max_text_chars) = sizes.situations(  # type: ignore[valid-type]
+        DEFAULTS, SITUATIONS_DESCRIPTION
     )
     # Declared before the candidates: the candidates' check reads them (fields validate in order).
     bank: Name | None = Field(None, description=_BANK_DESCRIPTION)
     retrieve_k: int | None = Field(
-        None, ge=1, le=_DEFAULTS.max_candidates, strict=True, description=_RETRIEVE_K_DESCRIPTION
+        None, ge=1, le=DEFAULTS.max_candidates, strict=True, description=_RETRIEVE_K_DESCRIPTION
     )
     candidates: Sequence[CandidateIn] = Field(
         default_factory=list,
-        max_length=_DEFAULTS.max_candidates,
+        max_length=DEFAULTS.max_candidates,
         validate_default=True,
         description=_CANDIDATES_DESCRIPTION,
     )
@@ -118,7 +148,10 @@ class RankRequest(BaseModel):
         None, ge=0.0, le=1.0, strict=True, description="Abstention threshold override."
     )
     select_statements: bool = Field(
-        True, strict=True, description="Let the model's statement selector filter situations."
+        True,
+        strict=True,
+        deprecated=True,
+        description="Deprecated, ignored (removed in the next release): every situation reaches the model.",
     )
 
     _context_from_string = field_validator("context", mode="before")(_turns_from_string)
@@ -162,7 +195,7 @@ class RankRequest(BaseModel):
         """The ranker's view of this request (ids filled in)."""
         return RankQuery(
             turns=[Turn(t.speaker, t.text) for t in self.context],
-            situations=list(self.situations),
+            statements=list(self.situations),
             candidates=[
                 Candidate(
                     id=c.id if c.id is not None else str(i),
@@ -176,7 +209,6 @@ class RankRequest(BaseModel):
             mask_mode=self.mask_mode,
             top_k=self.top_k,
             min_score=self.min_score,
-            select_statements=self.select_statements,
             bank=self.bank,
             retrieve_k=self.retrieve_k,
         )
@@ -184,39 +216,9 @@ class RankRequest(BaseModel):
 
 def build_rank_request(limits: LimitsSettings) -> type[RankRequest]:
     """A :class:`RankRequest` subclass whose constraints are the configured limits."""
-    chars = limits.max_text_chars
-
-    class LimitedTurn(TurnIn):
-        text: str = Field(min_length=1, max_length=chars, pattern=NON_BLANK)
-
-    class LimitedCandidate(CandidateIn):
-        text: str = Field(min_length=1, max_length=chars, pattern=NON_BLANK)
-
-    class LimitedRankRequest(RankRequest):
-        __doc__ = RankRequest.__doc__
-        max_candidates: ClassVar[int] = limits.max_candidates
-
-        context: Sequence[LimitedTurn] = Field(
-            min_length=1,
-            max_length=limits.max_turns,
-            description=RankRequest.model_fields["context"].description,
-        )
-        situations: Sequence[Annotated[str, StringConstraints(max_length=chars, pattern=NON_BLANK)]] = Field(
-            default_factory=list,
-            max_length=limits.max_situations,
-            description=RankRequest.model_fields["situations"].description,
-        )
-        retrieve_k: int | None = Field(
-            None, ge=1, le=limits.max_candidates, strict=True, description=_RETRIEVE_K_DESCRIPTION
-        )
-        candidates: Sequence[LimitedCandidate] = Field(
-            default_factory=list,
-            max_length=limits.max_candidates,
-            validate_default=True,
-            description=_CANDIDATES_DESCRIPTION,
-        )
-
-    return LimitedRankRequest
+    model = sizes.limited(RankRequest, _sized_fields(limits), name="LimitedRankRequest")
+    model.max_candidates = limits.max_candidates
+    return model
 
 
 class RankedCandidateOut(BaseModel):
@@ -260,7 +262,9 @@ class RankResponse(BaseModel):
     masked: list[MaskedOut]
     abstain: bool = Field(description="True when no candidate reaches the threshold.")
     threshold: float
-    statements_used: list[int] = Field(description="Indices of the situations given to the ranker, in order.")
+    statements_used: list[int] = Field(
+        description="Indices of the situations given to the model, in order: every one of them."
+    )
 
     @classmethod
     def from_result(cls, result: RankResult) -> RankResponse:

@@ -119,9 +119,7 @@ class BackendChoice:
     def rates(self) -> str:
         """``runtime/precision=candidates per second`` of each timed candidate, space-separated."""
         return " ".join(
-            f"{t.label}={t.candidates_per_s:.1f}"
-            for t in self.trials
-            if t.candidates_per_s is not None
+            f"{t.label}={t.candidates_per_s:.1f}" for t in self.trials if t.candidates_per_s is not None
         )
 
     def to_dict(self) -> dict[str, Any]:

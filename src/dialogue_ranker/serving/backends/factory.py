@@ -6,6 +6,7 @@ import importlib.metadata
 from functools import partial
 from pathlib import Path
 
+from dialogue_ranker.serving.backends import optional
 from dialogue_ranker.serving.backends.auto import AutoBackend, Option, Tolerance
 from dialogue_ranker.serving.backends.base import AnyBackend
 from dialogue_ranker.serving.backends.choice_cache import ChoiceCache, file_digest
@@ -47,12 +48,13 @@ def build_backend(settings: Settings, spec: OnnxModelSpec) -> AnyBackend:
             fail_every_n_batches=fake.fail_every_n_batches,
             fail_on_ids=poison_ids(fake.fail_on_text, spec.tokenizer_path) if fake.fail_on_text else (),
         )
+    optional.require("triton")  # a missing client says which install brings it
     from dialogue_ranker.serving.backends.triton import TritonBackend
 
     triton = settings.triton
     return TritonBackend(
         url=triton.url,
-        model_name=triton.selector_model if spec.role == "selector" else triton.ranker_model,
+        model_name=triton.ranker_model,
         input_names=spec.input_names,
         output_name=spec.output_name,
         timeout_s=triton.timeout_s,

@@ -21,7 +21,6 @@ why. The module imports it at :meth:`OpenVinoBackend.start`, never at import tim
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import queue
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from dialogue_ranker.serving.backends import optional
 from dialogue_ranker.serving.backends.base import CallsInFlight, probe_batch, require_inputs
 from dialogue_ranker.serving.cpu import amx_bf16, native_bf16
 from dialogue_ranker.serving.errors import BackendError, BackendUnavailable
@@ -47,15 +47,12 @@ Weights = Literal["int8", "fp32"]
 #: weights' blocks of 128 (MatMulNBits' own), 1.24x faster than OpenVINO's default of 32 on 2 Zen 5
 #: cores at the same distance from fp32 (docs/research/2026-11-26-openvino-backend.md).
 GROUP_SIZE = 128
-INSTALL_HINT = (
-    "the service installs it wherever OpenVINO publishes a wheel (Linux x86-64/arm64, Windows x86-64, "
-    "macOS arm64); this platform has none or the install left it out: pip install openvino"
-)
+INSTALL_HINT = optional.RUNTIMES["openvino"].install_hint
 
 
 def openvino_available() -> bool:
     """True when the ``openvino`` package is installed (platforms without its wheel go without)."""
-    return importlib.util.find_spec("openvino") is not None
+    return optional.available("openvino")
 
 
 def resolve_precision(setting: str, flags: frozenset[str] | None = None) -> Precision:
@@ -96,10 +93,7 @@ def compile_graph(
     Raises:
         BackendUnavailable: openvino is not installed, or the graph does not load or compile.
     """
-    try:
-        import openvino as ov
-    except ImportError as e:
-        raise BackendUnavailable(f"the openvino backend needs the openvino package ({INSTALL_HINT})") from e
+    ov = optional.require("openvino")
     config: dict[str, Any] = {
         "INFERENCE_PRECISION_HINT": precision,
         "NUM_STREAMS": streams,

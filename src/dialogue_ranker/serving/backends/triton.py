@@ -69,7 +69,7 @@ def translate_error(
 
 
 class TritonBackend:
-    """Runs one model of the bundle on a Triton server (the bundle's ranker or selector)."""
+    """Runs one model of the bundle on a Triton server (the bundle's ranker)."""
 
     name = "triton"
 

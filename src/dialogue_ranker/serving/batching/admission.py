@@ -1,19 +1,18 @@
-"""Admission by time: refuse at once a request whose pairs cannot be scored before its deadline.
+"""Admission by time: refuse at once a request whose candidates cannot be scored before its deadline.
 
-Each batcher measures how fast its backend works (seconds per pair, an exponentially weighted
-mean over backend calls, so it follows the load, the requests' lengths and the hardware).
-The ranker turns a request into backend seconds (its statements through the selector, its
-candidates through the ranker) and keeps a :class:`Backlog`: the backend seconds of every
-request admitted and not yet answered. Both models share the same CPU, so that sum, not any one
-queue's length, is what a new request waits for (a request still in the selector stage will
-put its ranker pairs ahead of a newer one). A request whose backlog plus own work does not fit in
-its remaining time (times a margin for estimate error) is refused before any encoding with 429
-and a ``Retry-After`` of the seconds after which, with no new arrivals, it would fit: a fast,
-truthful refusal instead of a slow 504. The estimate is conservative (a call measured while others
-run beside it, the batcher's other workers or the other model, counts their contention as its
-own), which costs no throughput: the backlog still holds seconds of work. Until a backend has been
-measured (the batcher warms it up at start) nothing is refused on time, and the batcher holds at
-most about one batch waiting.
+Each batcher measures how fast its backend works (seconds per candidate, an exponentially
+weighted mean over backend calls, so it follows the load, the requests' lengths and the
+hardware). The ranker's scorer turns a request into backend seconds (the logits the cache does
+not hold) and keeps a :class:`Backlog`: the backend seconds of every request admitted and not yet
+answered. That sum, not the queue's length, is what a new request waits for (a request admitted
+and still encoding will put its sequences ahead of a newer one). A request whose backlog plus own
+work does not fit in its remaining time (times a margin for estimate error) is refused before any
+encoding with 429 and a ``Retry-After`` of the seconds after which, with no new arrivals, it
+would fit: a fast, truthful refusal instead of a slow 504. The estimate is conservative (a call
+measured while others run beside it, the batcher's other workers or another served model, counts
+their contention as its own), which costs no throughput: the backlog still holds seconds of
+work. Until a backend has been measured (the batcher warms it up at start) nothing is refused on
+time, and the batcher holds at most about one batch waiting.
 """
 
 from __future__ import annotations
@@ -29,27 +28,27 @@ EWMA_WEIGHT = 0.2
 
 
 class ServiceRate:
-    """Running estimate of a backend's seconds per pair.
+    """Running estimate of a backend's seconds per candidate (a logit).
 
-    Per pair, not per token: admission happens before a request is encoded, when its pair count is
-    known and its token count is not.
+    Per candidate, not per token: admission happens before a request is encoded, when its candidate
+    count is known and its token count is not.
     """
 
     def __init__(self, *, weight: float = EWMA_WEIGHT) -> None:
         self.weight = weight
-        self.seconds_per_pair: float | None = None
+        self.seconds_per_candidate: float | None = None
 
-    def observe(self, *, pairs: int, seconds: float) -> None:
-        """Fold in one backend call of ``pairs`` pairs that took ``seconds``."""
-        if pairs <= 0 or seconds <= 0:
+    def observe(self, *, candidates: int, seconds: float) -> None:
+        """Fold in one backend call that computed ``candidates`` logits in ``seconds``."""
+        if candidates <= 0 or seconds <= 0:
             return
-        new = seconds / pairs
-        old = self.seconds_per_pair
-        self.seconds_per_pair = new if old is None else old + self.weight * (new - old)
+        new = seconds / candidates
+        old = self.seconds_per_candidate
+        self.seconds_per_candidate = new if old is None else old + self.weight * (new - old)
 
-    def seconds_for(self, pairs: int) -> float | None:
-        """Estimated backend seconds for ``pairs`` pairs (None until measured)."""
-        return None if self.seconds_per_pair is None else pairs * self.seconds_per_pair
+    def seconds_for(self, candidates: int) -> float | None:
+        """Estimated backend seconds for ``candidates`` logits (None until measured)."""
+        return None if self.seconds_per_candidate is None else candidates * self.seconds_per_candidate
 
 
 class Backlog:
@@ -72,7 +71,7 @@ def admit(*, wait_s: float, remaining_s: float, margin: float, what: str) -> Non
     """Refuse a request that cannot be served in time.
 
     Args:
-        wait_s: estimated seconds until its pairs are scored.
+        wait_s: estimated seconds until its candidates are scored.
         remaining_s: seconds left to its deadline.
         margin: share of ``remaining_s`` the wait may take.
         what: names the stage in the message.

@@ -1,12 +1,12 @@
-"""A batch's backend calls: padded on the batcher's call threads, failures narrowed to the pairs at fault.
+"""A batch's backend calls: padded on the batcher's call threads, failures narrowed to the sequences at fault.
 
-Each call pads its pairs (to a multiple of ``pad_to_multiple``, capped by the model's length),
-runs on one of the batcher's own call threads, updates the measured speed and resolves its pairs'
-futures as soon as it returns. Pairs whose request was cancelled or whose deadline passed are
+Each call pads its sequences (to a multiple of ``pad_to_multiple``, capped by the model's length),
+runs on one of the batcher's own call threads, updates the measured speed and resolves its sequences'
+futures as soon as it returns. Sequences whose request was cancelled or whose deadline passed are
 dropped before each call. A call that fails with :class:`BackendError` (or an unexpected
-exception) is retried in halves down to single pairs, and a single pair once more, so only the
-pairs that fail alone, twice, fail; :class:`BackendUnavailable` and :class:`BackendTimeout` are
-not retried: they say the backend, not a pair, is the problem.
+exception) is retried in halves down to single sequences, and a single sequence once more, so only the
+sequences that fail alone, twice, fail; :class:`BackendUnavailable` and :class:`BackendTimeout` are
+not retried: they say the backend, not a sequence, is the problem.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ from opentelemetry import trace
 from dialogue_ranker.serving import tracing
 from dialogue_ranker.serving.backends.base import Backend
 from dialogue_ranker.serving.batching.admission import ServiceRate
+from dialogue_ranker.serving.batching.call_metrics import CallRecorder
 from dialogue_ranker.serving.batching.queue import WorkItem, drop_reason
 from dialogue_ranker.serving.errors import BackendError, BackendTimeout, BackendUnavailable, RankerError
 from dialogue_ranker.serving.list_encoding import EncodedList, ListBatch
-from dialogue_ranker.serving.metrics import Metrics
 from dialogue_ranker.serving.settings import BatchingSettings
 from dialogue_ranker.serving.tokenization import Batch, EncodedPair
 
-#: Pads pairs (or shared-prefix sequences) into a batch, optionally to a given length.
+#: Pads sequences (pairs or shared-prefix sequences) into a batch, optionally to a given length.
 PadFn = Callable[..., Batch | ListBatch]
 #: What the batcher queues: a pair (one logit) or a shared-prefix sequence (a logit per candidate).
 Encoded = EncodedPair | EncodedList
@@ -43,7 +43,7 @@ def round_up(length: int, multiple: int) -> int:
 
 @dataclass
 class CallOutcome:
-    """What happened to the pairs of one batch."""
+    """What happened to the sequences of one batch."""
 
     succeeded: int = 0
     failed: int = 0
@@ -62,11 +62,8 @@ class BackendCalls:
         executor: ThreadPoolExecutor,
         settings: BatchingSettings,
         rate: ServiceRate,
-        metrics: Metrics,
+        recorder: CallRecorder,
         tracer: trace.Tracer,
-        on_drop: Callable[[str], None],
-        role: str,
-        model: str,
         max_length: int | None,
     ) -> None:
         self.backend = backend
@@ -74,16 +71,13 @@ class BackendCalls:
         self.executor = executor
         self.settings = settings
         self.rate = rate
-        self.metrics = metrics
+        self.recorder = recorder
         self.tracer = tracer
-        self.on_drop = on_drop
-        self.role = role
-        self.model = model
         # Bucket padding never goes past the model's own length limit.
         self.max_length = max_length
 
     def live(self, chunk: list[WorkItem]) -> list[WorkItem]:
-        """The pairs of ``chunk`` still wanted; the others are dropped and counted by reason."""
+        """The sequences of ``chunk`` still wanted; the others are dropped and counted by reason."""
         now = time.perf_counter()
         live = []
         for item in chunk:
@@ -91,13 +85,13 @@ class BackendCalls:
             if reason is None:
                 live.append(item)
             else:
-                self.on_drop(reason)
+                self.recorder.dropped(reason)
         return live
 
     async def run_isolated(self, chunk: list[WorkItem], outcome: CallOutcome, *, retry: bool = False) -> None:
-        """Run one backend call; on a pair-level failure, retry each half on its own.
+        """Run one backend call; on a sequence-level failure, retry each half on its own.
 
-        A lone pair that fails is tried once more (a transient fault passes; a poison pair fails
+        A lone sequence that fails is tried once more (a transient fault passes; a poison sequence fails
         twice and only its request gets the error).
         """
         live = self.live(chunk)
@@ -110,7 +104,9 @@ class BackendCalls:
         span = self._call_span(live)
         try:
             with trace.use_span(span, record_exception=False, set_status_on_exception=False):
-                logits = await loop.run_in_executor(self.executor, self.infer, [item.pair for item in live])
+                logits = await loop.run_in_executor(
+                    self.executor, self.infer, [item.sequence for item in live]
+                )
         except Exception as e:
             span.set_status(trace.StatusCode.ERROR, type(e).__name__)
             span.end()
@@ -118,7 +114,7 @@ class BackendCalls:
             return
         span.end()
         outcome.succeeded += len(live)
-        ends = np.cumsum([item.pair.outputs for item in live])
+        ends = np.cumsum([item.sequence.outputs for item in live])
         for item, item_logits in zip(live, np.split(logits, ends[:-1]), strict=True):
             if not item.future.done():
                 item.future.set_result(item_logits)
@@ -133,20 +129,20 @@ class BackendCalls:
             "backend call",
             links=[trace.Link(context) for context in links.values()],
             attributes={
-                tracing.ROLE: self.role,
                 tracing.BACKEND: self.backend.name,
-                tracing.PAIRS: len(live),
-                tracing.TOKENS: sum(len(item.pair) for item in live),
+                tracing.SEQUENCES: len(live),
+                tracing.CANDIDATES: sum(item.sequence.outputs for item in live),
+                tracing.TOKENS: sum(len(item.sequence) for item in live),
             },
         )
 
     async def _call_failed(
         self, live: list[WorkItem], e: Exception, outcome: CallOutcome, *, retry: bool
     ) -> None:
-        """Count a failed call, then retry its halves (or its lone pair once) or fail its pairs."""
+        """Count a failed call, then retry its halves (or its lone sequence once) or fail its sequences."""
         outcome.failed_calls += 1
         outcome.error = outcome.error or e
-        self.metrics.batch_failures.labels(self.model, self.role).inc()
+        self.recorder.call_failed()
         if not isinstance(e, BackendUnavailable | BackendTimeout):
             if len(live) > 1:
                 middle = len(live) // 2
@@ -156,37 +152,32 @@ class BackendCalls:
             if not retry:
                 await self.run_isolated(live, outcome, retry=True)
                 return
-        error = e if isinstance(e, RankerError) else BackendError(f"{self.role} backend failed")
+        error = e if isinstance(e, RankerError) else BackendError("ranker backend failed")
         outcome.failed += len(live)
-        self.metrics.failed_pairs.labels(self.model, self.role).inc(len(live))
+        self.recorder.failed(len(live))
         for item in live:
             if not item.future.done():
                 item.future.set_exception(error)
 
-    def infer(self, pairs: list[Encoded]) -> np.ndarray:
-        """Pad and run one backend call; a call thread. Returns logits in the order of ``pairs``."""
+    def infer(self, sequences: list[Encoded]) -> np.ndarray:
+        """Pad and run one backend call; a call thread. Returns a logit per candidate, in order."""
         started = time.perf_counter()
-        batch = self.pad(pairs, pad_to=self.pad_length(pairs))
+        batch = self.pad(sequences, pad_to=self.pad_length(sequences))
         out = np.asarray(self.backend.infer(batch), dtype=np.float32).reshape(-1)
-        outputs = sum(pair.outputs for pair in pairs)
-        if out.shape[0] != outputs:
-            raise BackendError(f"{self.role} backend returned {out.shape[0]} logits for {outputs} outputs")
+        candidates = sum(sequence.outputs for sequence in sequences)
+        if out.shape[0] != candidates:
+            raise BackendError(f"ranker backend returned {out.shape[0]} logits for {candidates} candidates")
         elapsed = time.perf_counter() - started
-        padded_tokens = batch.shape[0] * batch.shape[1]
-        self.rate.observe(pairs=outputs, seconds=elapsed)
-        m = self.metrics
-        m.inference_duration.labels(self.backend.name, self.model, self.role).observe(elapsed)
-        m.computed_pairs.labels(self.model, self.role).inc(outputs)
-        m.batch_tokens.labels(self.model, self.role).observe(padded_tokens)
-        m.padding_ratio.labels(self.model, self.role).observe(1.0 - batch.real_tokens / max(padded_tokens, 1))
+        self.rate.observe(candidates=candidates, seconds=elapsed)
+        self.recorder.call(sequences, batch, elapsed)
         return out
 
-    def pad_length(self, pairs: list[Encoded]) -> int | None:
-        """The longest of ``pairs`` rounded up to ``pad_to_multiple``, within the model's length."""
+    def pad_length(self, sequences: list[Encoded]) -> int | None:
+        """The longest of ``sequences`` rounded up to ``pad_to_multiple``, within the model's length."""
         multiple = self.settings.pad_to_multiple
         if multiple <= 1:
             return None
-        longest = max(len(pair) for pair in pairs)
+        longest = max(len(sequence) for sequence in sequences)
         bucket = round_up(longest, multiple)
         if self.max_length is not None:
             bucket = min(bucket, max(self.max_length, longest))

@@ -1,24 +1,24 @@
-"""The batcher: groups queued pairs into backend calls and routes each logit to its waiter.
+"""The batcher: groups queued sequences into backend calls and routes each logit to its waiter.
 
-A batch closes when it holds ``max_pairs`` pairs, ``max_tokens`` tokens, or ``max_wait_s``
-after its oldest pair arrived. Inside a batch pairs are sorted by length (less padding) and,
+A batch closes when it holds ``max_pairs`` sequences, ``max_tokens`` tokens, or ``max_wait_s``
+after its oldest sequence arrived. Inside a batch sequences are sorted by length (less padding) and,
 when ``sub_batch_pairs`` is set, run as several backend calls, each padded to a multiple of
 ``pad_to_multiple``. Padding and each backend call run on the batcher's own call threads, one per
 worker, so backend calls never wait behind tokenization on the shared executor (nor it behind them).
 
 What keeps it honest under load and faults:
 
-- **A measured speed**: every call updates the backend's seconds per pair, from which the
-  ranker admits requests by time (:mod:`.admission`); pairs carry their request's deadline.
-- **Results as soon as ready**: each backend call's pairs resolve when that call returns, so a
+- **A measured speed**: every call updates the backend's seconds per candidate, from which the
+  ranker admits requests by time (:mod:`.admission`); sequences carry their request's deadline.
+- **Results as soon as ready**: each backend call's sequences resolve when that call returns, so a
   short request never waits for the rest of a long batch.
-- **Dead pairs never run**: before every call, pairs whose request was cancelled (client gone,
+- **Dead sequences never run**: before every call, sequences whose request was cancelled (client gone,
   timeout) or whose deadline passed are dropped and counted.
-- **Poison-pair isolation** (:mod:`.backend_calls`): a call that fails with :class:`BackendError`
-  (or an unexpected exception) is retried in halves down to single pairs, and a single pair once
-  more, so only the pairs that fail alone, twice, fail.
+- **Poison-sequence isolation** (:mod:`.backend_calls`): a call that fails with :class:`BackendError`
+  (or an unexpected exception) is retried in halves down to single sequences, and a single sequence once
+  more, so only the sequences that fail alone, twice, fail.
   :class:`BackendUnavailable` and :class:`BackendTimeout` are not retried: they say the backend,
-  not a pair, is the problem.
+  not a sequence, is the problem.
 - **Circuit breaker** (:mod:`.breaker`): a backend whose batches keep failing wholly is cut off
   with fast 503s until it recovers.
 """
@@ -40,8 +40,9 @@ from dialogue_ranker.serving.backends.base import Backend
 from dialogue_ranker.serving.batching.admission import ServiceRate
 from dialogue_ranker.serving.batching.backend_calls import BackendCalls, CallOutcome, Encoded, PadFn
 from dialogue_ranker.serving.batching.breaker import BreakerState, CircuitBreaker
+from dialogue_ranker.serving.batching.call_metrics import CallRecorder
 from dialogue_ranker.serving.batching.failures import FailureLog
-from dialogue_ranker.serving.batching.queue import PairQueue, WorkItem
+from dialogue_ranker.serving.batching.queue import SequenceQueue, WorkItem
 from dialogue_ranker.serving.cpu import batch_workers
 from dialogue_ranker.serving.errors import (
     BackendError,
@@ -57,7 +58,7 @@ from dialogue_ranker.serving.tokenization import EncodedPair
 
 logger = logging.getLogger(__name__)
 
-#: The warm-up pair: about a SUGAR ranking pair's length (capped by the model's), of an ordinary id.
+#: The warm-up sequence: about a SUGAR ranking pair's length (capped by the model's), of an ordinary id.
 #: Its speed is only the first estimate: real calls replace it within a few batches.
 WARM_UP_TOKENS = 128
 WARM_UP_TOKEN_ID = 1000
@@ -73,7 +74,6 @@ class Batcher:
         pad: PadFn,
         settings: BatchingSettings,
         metrics: Metrics,
-        role: str = "ranker",
         model: str = "default",
         max_length: int | None = None,
         breaker: BreakerSettings | None = None,
@@ -85,21 +85,18 @@ class Batcher:
         self.pad = pad
         self.settings = settings
         self.workers = batch_workers(settings.workers)
-        self.executor = ThreadPoolExecutor(self.workers, thread_name_prefix=f"{model}-{role}-call")
-        self.metrics = metrics
-        self.role = role
+        self.executor = ThreadPoolExecutor(self.workers, thread_name_prefix=f"{model}-call")
+        self.recorder = CallRecorder(metrics, model=model, backend=backend.name)
         self.model = model
         # Bucket padding never goes past the model's own length limit.
         self.max_length = max_length
-        self.queue = PairQueue(max_pairs=settings.queue_max_pairs)
+        self.queue = SequenceQueue(max_pairs=settings.queue_max_pairs)
         self.rate = ServiceRate()
         health = breaker or BreakerSettings()
         self.breaker = CircuitBreaker(
-            failure_threshold=health.failure_threshold, cooldown_s=health.cooldown_s, name=f"{model}/{role}"
+            failure_threshold=health.failure_threshold, cooldown_s=health.cooldown_s, name=model
         )
-        self.failures = FailureLog(
-            logger, model=model, role=role, traceback_interval_s=health.traceback_interval_s
-        )
+        self.failures = FailureLog(logger, model=model, traceback_interval_s=health.traceback_interval_s)
         # Batches being run (with the queue, what "busy" means before the speed is measured).
         self._running = 0
         self.tracer = tracer or trace.NoOpTracer()
@@ -110,16 +107,13 @@ class Batcher:
             executor=self.executor,
             settings=settings,
             rate=self.rate,
-            metrics=metrics,
+            recorder=self.recorder,
             tracer=self.tracer,
-            on_drop=self._dropped,
-            role=role,
-            model=model,
             max_length=max_length,
         )
 
     async def start(self, *, warm_up: bool = False) -> None:
-        """Start the worker task; with ``warm_up``, first measure the backend on a synthetic pair.
+        """Start the worker task; with ``warm_up``, first measure the backend on a synthetic sequence.
 
         The warm-up pays the backend's first-call costs before a client does, and gives admission
         a speed to work with from the first request instead of none.
@@ -129,7 +123,8 @@ class Batcher:
         if not self._tasks:
             # Each worker takes the next batch when its call returns: ``workers`` calls at once.
             self._tasks = [
-                asyncio.create_task(self._run(), name=f"batcher-{self.role}-{n}") for n in range(self.workers)
+                asyncio.create_task(self._run(), name=f"batcher-{self.model}-{n}")
+                for n in range(self.workers)
             ]
 
     async def _warm_up(self) -> None:
@@ -145,12 +140,12 @@ class Batcher:
             try:
                 await loop.run_in_executor(self.executor, self.backend.infer, batch)
             except Exception as e:  # the first real batch will say what is wrong, and count it
-                logger.warning("warm-up call failed model=%s error=%s", self.role, type(e).__name__)
+                logger.warning("warm-up call failed model=%s error=%s", self.model, type(e).__name__)
                 return
-        self.rate.observe(pairs=item.outputs, seconds=time.perf_counter() - started)
+        self.rate.observe(candidates=item.outputs, seconds=time.perf_counter() - started)
 
     async def close(self) -> None:
-        """Stop the worker and fail every waiting pair with NotReady."""
+        """Stop the worker and fail every waiting sequence with NotReady."""
         for task in self._tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -163,62 +158,66 @@ class Batcher:
         """False while the circuit breaker is open (``/readyz`` reports 503)."""
         return self.breaker.state is not BreakerState.OPEN
 
-    def estimated_seconds(self, pairs: int) -> float | None:
-        """Backend seconds for ``pairs`` typical pairs (None until the backend has been measured)."""
-        return self.rate.seconds_for(pairs)
+    def estimated_seconds(self, candidates: int) -> float | None:
+        """Backend seconds for ``candidates`` typical logits (None until the backend has been measured)."""
+        return self.rate.seconds_for(candidates)
 
-    async def score(self, pairs: Sequence[Encoded], *, deadline: float | None = None) -> np.ndarray:
+    async def score(self, sequences: Sequence[Encoded], *, deadline: float | None = None) -> np.ndarray:
         """Logits (float32, one per output, in order) once their backend calls have run.
 
         Args:
-            pairs: the request's encoded pairs, or its shared-prefix sequences (a logit per candidate).
+            sequences: the request's sequences: pairs (a logit each) or shared-prefix sequences (a logit
+                per candidate).
             deadline: ``time.perf_counter()`` value by which the request must be answered.
 
         Raises:
             NotReady: the batcher is not running.
             Overloaded: the queue is full (or the backend is busy and not measured yet).
             BackendUnavailable: the circuit breaker is open, or the backend is down.
-            BackendTimeout: the deadline passed while the pairs waited.
-            BackendError: one of the pairs failed in the backend, even alone.
+            BackendTimeout: the deadline passed while the sequences waited.
+            BackendError: one of the sequences failed in the backend, even alone.
         """
         if not self._tasks or any(task.done() for task in self._tasks):
-            raise NotReady(f"{self.role} batcher is not running")
-        if not pairs:
+            raise NotReady(f"{self.model} batcher is not running")
+        if not sequences:
             return np.zeros(0, dtype=np.float32)
         self.breaker.check()
         busy = len(self.queue) > 0 or self._running > 0
         if (
-            self.rate.seconds_per_pair is None
+            self.rate.seconds_per_candidate is None
             and busy
-            and len(self.queue) + len(pairs) > self.settings.max_pairs
+            and len(self.queue) + len(sequences) > self.settings.max_pairs
         ):
             # Until one call has been measured no wait can be estimated: hold about one batch.
-            raise Overloaded(f"{self.role}: backend speed not measured yet and a batch is waiting")
+            raise Overloaded(f"{self.model}: backend speed not measured yet and a batch is waiting")
         if deadline is not None and deadline <= time.perf_counter():
-            raise BackendTimeout(f"{self.role}: the request's deadline passed before it was queued")
+            raise BackendTimeout(f"{self.model}: the request's deadline passed before it was queued")
         loop = asyncio.get_running_loop()
         context = trace.get_current_span().get_span_context()
-        items = [WorkItem(pair, loop.create_future(), deadline=deadline, context=context) for pair in pairs]
+        items = [
+            WorkItem(sequence, loop.create_future(), deadline=deadline, context=context)
+            for sequence in sequences
+        ]
         self.queue.put_all(items)
         self._observe_queue()
         attributes: dict[str, str | int] = {
-            tracing.ROLE: self.role,
-            tracing.PAIRS: len(pairs),
-            tracing.TOKENS: sum(len(pair) for pair in pairs),
+            tracing.SEQUENCES: len(sequences),
+            tracing.CANDIDATES: sum(sequence.outputs for sequence in sequences),
+            tracing.TOKENS: sum(len(sequence) for sequence in sequences),
         }
         with self.tracer.start_as_current_span("score", attributes=attributes):
             try:
                 # Cancelling this gather (client gone, timeout) cancels the futures: the worker drops them.
                 logits = await asyncio.gather(*(item.future for item in items))
             except RankerError:
-                for item in items:  # the request has failed: its other pairs need not run
+                for item in items:  # the request has failed: its other sequences need not run
                     item.future.cancel()
                 raise
             self._trace_queue_wait(items, attributes)
         return np.concatenate(logits).astype(np.float32, copy=False)
 
     def _trace_queue_wait(self, items: list[WorkItem], attributes: dict[str, str | int]) -> None:
-        """A span from the request's pairs entering the queue to its first backend call."""
+        """A span from the request's sequences entering the queue to its first backend call."""
         started = [item.started_ns for item in items if item.started_ns is not None]
         if started:
             span = self.tracer.start_span(
@@ -236,8 +235,8 @@ class Batcher:
             except asyncio.CancelledError:
                 raise
             except Exception:  # a bug here must not kill the worker, nor leave its batch waiting
-                logger.exception("batcher worker error model=%s", self.role)
-                error = BackendError(f"{self.role} batch could not be run")
+                logger.exception("batcher worker error model=%s", self.model)
+                error = BackendError(f"{self.model} batch could not be run")
                 for item in items:
                     if not item.future.done():
                         item.future.set_exception(error)
@@ -250,8 +249,8 @@ class Batcher:
         oldest = self.queue.oldest_enqueued_at()
         if oldest is None:
             return []
-        # Waiting for batch-mates pays only when the backend runs pairs together; a model run
-        # one pair per call gains nothing from it, so its batches close at once.
+        # Waiting for batch-mates pays only when the backend runs sequences together; a model run
+        # one sequence per call gains nothing from it, so its batches close at once.
         max_wait_s = 0.0 if self.settings.sub_batch_pairs == 1 else self.settings.max_wait_s
         deadline = oldest + max_wait_s
         while not self._is_full():
@@ -260,29 +259,28 @@ class Batcher:
                 break
             await self.queue.wait_for_items(remaining)
         items = self.queue.take(
-            max_pairs=self.settings.max_pairs, max_tokens=self.settings.max_tokens, on_drop=self._dropped
+            max_pairs=self.settings.max_pairs,
+            max_tokens=self.settings.max_tokens,
+            on_drop=self.recorder.dropped,
         )
         self._observe_queue()
         return items
 
-    def _dropped(self, reason: str, count: int = 1) -> None:
-        self.metrics.dropped_pairs.labels(self.model, self.role, reason).inc(count)
-
     def _observe_queue(self) -> None:
-        self.metrics.queue_pairs.labels(self.model, self.role).set(len(self.queue))
+        self.recorder.waiting(len(self.queue))
 
     async def _execute(self, items: list[WorkItem]) -> None:
         started = time.perf_counter()
         for item in items:
-            self.metrics.queue_wait.labels(self.model, self.role).observe(started - item.enqueued_at)
+            self.recorder.waited(started - item.enqueued_at)
         if self.breaker.state is BreakerState.OPEN:
-            error = BackendUnavailable(f"{self.role} backend keeps failing; circuit breaker open")
+            error = BackendUnavailable(f"{self.model} backend keeps failing; circuit breaker open")
             for item in items:
                 if not item.future.done():
                     item.future.set_exception(error)
             return
-        self.metrics.batch_pairs.labels(self.model, self.role).observe(len(items))
-        items = sorted(items, key=lambda item: len(item.pair))
+        self.recorder.batch([item.sequence for item in items])
+        items = sorted(items, key=lambda item: len(item.sequence))
         step = self.settings.sub_batch_pairs or len(items)
         chunks = [items[start : start + step] for start in range(0, len(items), step)]
         self._running += 1
@@ -294,12 +292,12 @@ class Batcher:
             self._running -= 1
         if outcome.succeeded or outcome.failed:
             self.breaker.record(failed=outcome.succeeded == 0)
-            self.metrics.breaker_open.labels(self.model, self.role).set(int(not self.available()))
+            self.recorder.breaker(not self.available())
         if outcome.error is not None:
             self.failures.batch_failed(
                 outcome.error,
                 backend=self.backend.name,
-                pairs=len(items),
+                sequences=len(items),
                 failed_pairs=outcome.failed,
                 failed_calls=outcome.failed_calls,
             )

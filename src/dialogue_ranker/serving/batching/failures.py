@@ -13,15 +13,14 @@ import time
 class FailureLog:
     """Logs failures of one model's backend calls; tracebacks are rate-limited."""
 
-    def __init__(self, logger: logging.Logger, *, model: str, role: str, traceback_interval_s: float) -> None:
+    def __init__(self, logger: logging.Logger, *, model: str, traceback_interval_s: float) -> None:
         self.logger = logger
         self.model = model
-        self.role = role
         self.traceback_interval_s = traceback_interval_s
         self._last_traceback: float | None = None
 
     def batch_failed(
-        self, error: BaseException, *, backend: str, pairs: int, failed_pairs: int, failed_calls: int
+        self, error: BaseException, *, backend: str, sequences: int, failed_pairs: int, failed_calls: int
     ) -> None:
         """One line for a batch in which some backend calls failed."""
         now = time.perf_counter()
@@ -31,11 +30,10 @@ class FailureLog:
         if with_traceback:
             self._last_traceback = now
         self.logger.error(
-            "batch failed model=%s role=%s backend=%s pairs=%d failed_pairs=%d failed_calls=%d error=%s: %s",
+            "batch failed model=%s backend=%s sequences=%d failed_sequences=%d failed_calls=%d error=%s: %s",
             self.model,
-            self.role,
             backend,
-            pairs,
+            sequences,
             failed_pairs,
             failed_calls,
             type(error).__name__,

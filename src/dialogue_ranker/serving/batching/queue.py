@@ -1,9 +1,9 @@
-"""A bounded FIFO of pairs waiting for a batch, with admission per request.
+"""A bounded FIFO of sequences waiting for a batch, with admission per request.
 
-Admission is all-or-nothing: a request's pairs enter together or the request is refused with
+Admission is all-or-nothing: a request's sequences enter together or the request is refused with
 :class:`~dialogue_ranker.serving.errors.Overloaded` (429 with Retry-After), so a full queue fails fast instead
-of growing everyone's latency. (The pair bound is the memory guard; admission by time is the
-ranker's, see :mod:`serving.batching.admission`.) Pairs whose request was cancelled (client gone,
+of growing everyone's latency. (The sequence bound is the memory guard; admission by time is the
+ranker's, see :mod:`serving.batching.admission`.) Sequences whose request was cancelled (client gone,
 timeout) or whose deadline has passed are dropped when taken, before they reach a backend.
 """
 
@@ -22,16 +22,16 @@ from dialogue_ranker.serving.errors import BackendTimeout, Overloaded
 from dialogue_ranker.serving.list_encoding import EncodedList
 from dialogue_ranker.serving.tokenization import EncodedPair
 
-#: Why a pair was dropped unscored: its request was cancelled, or its deadline passed.
+#: Why a sequence was dropped unscored: its request was cancelled, or its deadline passed.
 CANCELLED = "cancelled"
 EXPIRED = "expired"
 
 
 @dataclass(eq=False, slots=True)
 class WorkItem:
-    """One pair (or shared-prefix sequence), the future its logits go to, and its request's deadline."""
+    """One sequence (or shared-prefix sequence), the future its logits go to, and its request's deadline."""
 
-    pair: EncodedPair | EncodedList
+    sequence: EncodedPair | EncodedList
     future: asyncio.Future[np.ndarray]
     enqueued_at: float = field(default_factory=time.perf_counter)
     deadline: float | None = None
@@ -54,8 +54,8 @@ def drop_reason(item: WorkItem, now: float) -> str | None:
     return None
 
 
-class PairQueue:
-    """FIFO of :class:`WorkItem` bounded in pairs; event-loop only (not thread-safe)."""
+class SequenceQueue:
+    """FIFO of :class:`WorkItem` bounded in sequences; event-loop only (not thread-safe)."""
 
     def __init__(self, *, max_pairs: int) -> None:
         self.max_pairs = max_pairs
@@ -68,7 +68,7 @@ class PairQueue:
 
     @property
     def tokens(self) -> int:
-        """Tokens of the pairs waiting (before padding)."""
+        """Tokens of the sequences waiting (before padding)."""
         return self._tokens
 
     def put_all(self, items: Sequence[WorkItem]) -> None:
@@ -79,14 +79,15 @@ class PairQueue:
         """
         if len(self._items) + len(items) > self.max_pairs:
             raise Overloaded(
-                f"queue full: {len(self._items)} pairs waiting, {len(items)} more would pass {self.max_pairs}"
+                f"queue full: {len(self._items)} sequences waiting, {len(items)} more would pass "
+                f"{self.max_pairs}"
             )
         self._items.extend(items)
-        self._tokens += sum(len(item.pair) for item in items)
+        self._tokens += sum(len(item.sequence) for item in items)
         self._changed.set()
 
     def oldest_enqueued_at(self) -> float | None:
-        """When the oldest waiting pair arrived (perf_counter), or None when empty."""
+        """When the oldest waiting sequence arrived (perf_counter), or None when empty."""
         return self._items[0].enqueued_at if self._items else None
 
     async def wait_for_items(self, timeout_s: float | None = None) -> None:
@@ -111,7 +112,7 @@ class PairQueue:
         now = time.perf_counter()
         while self._items and len(taken) < max_pairs:
             item = self._items[0]
-            size = len(item.pair)
+            size = len(item.sequence)
             if taken and tokens + size > max_tokens:
                 break
             self._items.popleft()

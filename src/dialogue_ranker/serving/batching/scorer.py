@@ -1,4 +1,4 @@
-"""What the ranker and the statement selector need from a batching path: pairs in, logits out."""
+"""What the ranker needs from a batching path: sequences in, a logit per candidate out."""
 
 from __future__ import annotations
 
@@ -15,23 +15,25 @@ class Scorer(Protocol):
     """:class:`~serving.batching.Batcher` (gateway batching) or :class:`~serving.batching.DirectScorer`."""
 
     async def start(self, *, warm_up: bool = False) -> None:
-        """Start accepting pairs (after a warm-up call where the path has one)."""
+        """Start accepting sequences (after a warm-up call where the path has one)."""
 
     async def close(self) -> None:
-        """Stop; pairs still waiting fail with NotReady."""
+        """Stop; sequences still waiting fail with NotReady."""
 
     async def score(
-        self, pairs: Sequence[EncodedPair | EncodedList], *, deadline: float | None = None
+        self, sequences: Sequence[EncodedPair | EncodedList], *, deadline: float | None = None
     ) -> np.ndarray:
-        """Logits (float32, one per pair, in order); ``deadline`` is a ``time.perf_counter()`` value.
+        """Logits (float32, one per candidate the sequences hold, in order).
+
+        ``deadline`` is a ``time.perf_counter()`` value.
 
         Raises:
             NotReady, Overloaded, BackendError, BackendUnavailable, BackendTimeout.
         """
         ...
 
-    def estimated_seconds(self, pairs: int) -> float | None:
-        """Backend seconds for ``pairs`` typical pairs (None: not known)."""
+    def estimated_seconds(self, candidates: int) -> float | None:
+        """Backend seconds for ``candidates`` typical candidates' logits (None: not known)."""
         ...
 
     def available(self) -> bool:
