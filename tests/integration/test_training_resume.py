@@ -1,4 +1,4 @@
-"""``ranker train --resume``: a run stopped as a kill would stop it ends with the same bits as one never stopped.
+"""``ranker train --resume``: a run stopped as a kill would ends with the bits of one never stopped.
 
 A real tiny run on the packaged backbone (SUGAR lists, five steps over two epochs, dropout on):
 stopped after step 3 with its last checkpoint at step 2, resumed, and compared with the same run
