@@ -30,8 +30,11 @@ import torch
 #: Checkpoints kept: the newest, and the one before in case the newest cannot be read.
 KEEP = 2
 FOLDER = "checkpoints"
-#: Flags that do not change which steps a run takes, so a run may resume with other values.
-NOT_FINGERPRINTED = frozenset({"resume", "checkpoint_every", "stop_after_steps", "threads", "max_seconds"})
+#: Flags that do not change which steps a run takes, so a run may resume with other values (``out``:
+#: a run directory may be moved between its pieces).
+NOT_FINGERPRINTED = frozenset(
+    {"resume", "checkpoint_every", "stop_after_steps", "threads", "max_seconds", "out"}
+)
 
 
 class CheckpointError(RuntimeError):
