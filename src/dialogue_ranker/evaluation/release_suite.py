@@ -19,6 +19,7 @@ so the two models' metrics are resampled together.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import tomllib
 from dataclasses import dataclass, field
@@ -172,8 +173,13 @@ def supported(rows: dict[str, np.ndarray]) -> list[str]:
     return [name for name in LIST_METRICS if name == "ece" or rows[name][:, 1].sum() > 0]
 
 
+@functools.lru_cache(maxsize=2)
 def read_set(s: SuiteSet) -> list[RankingList]:
-    """A ``lists`` or ``bank`` set's lists: its split, its seeded sample."""
+    """A ``lists`` or ``bank`` set's lists: its split, its seeded sample.
+
+    Kept for the second bundle of a check (a large file such as Topical-Chat's, 44,747 lists, takes
+    a while to read and validate); the lists are only read, never changed.
+    """
     return held_out(read_lists(s.file), s.split, s.max_lists, s.seed)
 
 
