@@ -139,3 +139,17 @@ def test_a_suite_entry_is_refused_by_its_set_and_field(tmp_path):
     (tmp_path / "a.jsonl").write_text("{}\n")
     with pytest.raises(rs.SuiteError, match="not the file the suite froze"):
         rs.check_files(loaded)
+
+
+def test_a_metric_counted_on_too_few_items_gets_no_interval_and_the_margin_decides():
+    shipped = bootstrap.ratio_rows(np.array([1.0, 1.0, 0.0]), np.array([1.0, 1.0, 1.0]))
+    same = release_check.gate("tiny", bootstrap.ratio("flip"), shipped, shipped.copy(), SUITE)
+    assert np.isnan(same.interval.low) and not same.failed
+    worse = shipped.copy()
+    worse[0, 0] = 0.0  # one of three: -0.33, more than the 0.01 margin
+    row = release_check.gate("tiny", bootstrap.ratio("flip"), shipped, worse, SUITE)
+    assert (
+        row.failed
+        and "| tiny | flip | 3 | 0.667 | 0.333 | -0.333 | - | **worse** |"
+        in release_check.markdown([row], SUITE)
+    )

@@ -11,7 +11,8 @@ together for both models, the suite's seed, ``resamples`` draws, default 1,000; 
 
 The release is refused (exit status 1) when any row is worse beyond its interval: the whole
 interval of the difference on the worse side of zero (for ECE, lower is better), or, where no
-interval could be drawn, worse by more than the suite's ``margin`` (0.01). One better number
+interval is drawn (fewer than the suite's ``min_items``, 10, items count toward the metric), worse
+by more than its ``margin`` (0.01). One better number
 cannot hide a worse one: every row is gated on its own, and the failing rows are named. Exit
 status 0: released; 2: a bad suite, a missing or changed set file, or a bad option.
 
@@ -21,6 +22,7 @@ status 0: released; 2: a bad suite, a missing or changed set file, or a bad opti
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 import tempfile
@@ -70,17 +72,31 @@ def is_worse(metric: Metric, interval: Interval, margin: float) -> bool:
     """
     if math.isnan(interval.low) or math.isnan(interval.high):
         if math.isnan(interval.candidate) or math.isnan(interval.shipped):
-            return False  # neither model has a value: nothing to compare
+            return False  # the items give the metric nothing to count: nothing to compare
         loss = interval.shipped - interval.candidate
         return (loss if metric.higher_is_better else -loss) > margin
     return interval.high < 0 if metric.higher_is_better else interval.low > 0
 
 
 def gate(set_name: str, metric: Metric, shipped: np.ndarray, candidate: np.ndarray, suite: rs.Suite) -> Row:
-    """One row: the paired interval of ``metric`` on both models' rows, and whether it refuses."""
-    interval = paired_interval(
-        metric, shipped, candidate, resamples=suite.resamples, seed=suite.seed, confidence=suite.confidence
-    )
+    """One row: the paired interval of ``metric`` on both models' rows, and whether it refuses.
+
+    Fewer than the suite's ``min_items`` items counting toward the metric get no interval (a
+    bootstrap of a handful says little): the margin decides.
+    """
+    counted = int(((shipped != 0) | (candidate != 0)).any(axis=1).sum())
+    if counted < suite.min_items:
+        value = paired_interval(metric, shipped, candidate, resamples=1, seed=suite.seed)
+        interval = dataclasses.replace(value, low=math.nan, high=math.nan)
+    else:
+        interval = paired_interval(
+            metric,
+            shipped,
+            candidate,
+            resamples=suite.resamples,
+            seed=suite.seed,
+            confidence=suite.confidence,
+        )
     return Row(set_name, metric, interval, is_worse(metric, interval, suite.margin))
 
 

@@ -82,8 +82,10 @@ class Suite:
     resamples: int = 1000
     seed: int = 0
     confidence: float = 0.95
-    #: How much worse a metric may be where no interval could be drawn (a set without items for it).
+    #: How much worse a metric may be where no interval is drawn: fewer than ``min_items`` items count
+    #: toward it (a bootstrap of a handful of lists says little).
     margin: float = 0.01
+    min_items: int = 10
     notes: dict[str, str] = field(default_factory=dict)
 
 
@@ -120,7 +122,7 @@ def load_suite(path: Path, root: Path) -> Suite:
             sets.append(SuiteSet(kind, name, **values))
     if not sets:
         raise SuiteError(f"{path}: no sets ([[lists]], [[handmade]] or [[bank]] tables)")
-    options = {k: raw[k] for k in ("resamples", "seed", "confidence", "margin") if k in raw}
+    options = {k: raw[k] for k in ("resamples", "seed", "confidence", "margin", "min_items") if k in raw}
     return Suite(Path(path), tuple(sets), **options)
 
 
