@@ -162,12 +162,9 @@ def report(rows: list[Row], suite: rs.Suite, candidate: str, shipped: str, secon
     return (
         f"Release check of `{candidate}` against `{shipped}` on `{suite.path.name}` "
         f"({len(suite.sets)} sets): paired bootstrap, {suite.resamples} resamples, seed {suite.seed}, "
-        f"{suite.confidence:.0%} intervals of candidate - shipped; where none can be drawn, worse by more "
-        f"than {suite.margin:g} refuses. {seconds:.0f} s on {read_cpu().model}.\n\n"
-        + markdown(rows, suite)
-        + "\n"
-        + decision
-        + "\n"
+        f"{suite.confidence:.0%} intervals of candidate - shipped; where none is drawn (under "
+        f"{suite.min_items} items), worse by more than {suite.margin:g} refuses. {seconds:.0f} s on "
+        f"{read_cpu().model}.\n\n" + markdown(rows, suite) + "\n" + decision + "\n"
     )
 
 
