@@ -46,6 +46,10 @@ COMMANDS: dict[str, Command] = {
         "dialogue_ranker.evaluation.bank_eval", "retrieval, ranker and fused scores on dev banks (--write)"
     ),
     "compare": Command("dialogue_ranker.evaluation.compare_runs", "compare training runs' dev metrics"),
+    "release-check": Command(
+        "dialogue_ranker.evaluation.release_check",
+        "gate a candidate bundle against the shipped one, set by set",
+    ),
     "triton-repo": Command("dialogue_ranker.export.triton_repo", "write a Triton model repository"),
     "triton-local": Command("dialogue_ranker.export.triton_local", "run a local Triton (PyTriton) on CPU"),
     "docs": Command("dialogue_ranker.docs_gen", "write the generated reference pages of the docs"),

@@ -2,12 +2,13 @@
 
 import io
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from dialogue_ranker.recipes import cli
-from dialogue_ranker.recipes.runner import MARKER, Plan, Runner
+from dialogue_ranker.recipes.runner import MARKER, Plan, Runner, StageFailed
 from dialogue_ranker.recipes.schema import RecipeError, parse_recipe
 
 REPO = Path(__file__).resolve().parents[2]
@@ -379,3 +380,57 @@ def test_a_shipped_model_teaches_on_the_data_entries_named(tmp_path):
     assert argv[argv.index("--teacher") + 1] == "models/m:1"
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--distill-on"] == ["a"]
     assert argv[argv.index("--distill-weight") + 1] == "0.5"
+
+
+def test_an_interrupted_train_stage_resumes_from_its_checkpoint_unless_its_input_ran_again(tmp_path):
+    plan = Plan(fake_repo(tmp_path, TINY))
+    mark_done(plan, "data")
+    calls: list[tuple[str, list[str], bool]] = []
+
+    def call(interrupt: str | None):
+        def fake(self, step, label, argv, log_path):
+            folder = plan.out / step.name
+            calls.append((step.name, argv, (folder / "checkpoints" / "step-00000100.pt").is_file()))
+            if step.name == interrupt:  # killed after its first checkpoint
+                (folder / "checkpoints").mkdir()
+                (folder / "checkpoints" / "step-00000100.pt").write_bytes(b"weights")
+                raise StageFailed("killed")
+            return 1.0
+
+        return fake
+
+    def run(interrupt: str | None = None) -> int:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(Runner, "_call", call(interrupt))
+            return Runner(plan, stdout=io.StringIO()).run()
+
+    assert run(interrupt="one") == 1
+    assert dict((s.name, status) for s, status in plan.statuses())["one"] == (
+        "pending (interrupted: resumes from its last checkpoint)"
+    )
+    calls.clear()
+    assert run() == 0
+    assert [(name, argv[-1], kept) for name, argv, kept in calls] == [
+        ("one", "--resume", True),  # its folder and checkpoint kept, the same command plus --resume
+        ("two", argv_of(plan, "two")[-1], False),
+    ]
+    log = (plan.out / "recipe.log").read_text()
+    assert "resume one: from its last checkpoint" in log
+
+    # Stage two interrupted, then stage one runs again (its marker gone): two's input may differ.
+    (plan.out / "two" / MARKER).unlink()
+    assert run(interrupt="two") == 1
+    shutil.rmtree(plan.out / "one")
+    calls.clear()
+    assert run() == 0
+    assert [(name, kept) for name, _, kept in calls] == [("one", False), ("two", False)]
+    assert "--resume" not in calls[1][1]
+
+    # Interrupted under another config of its own: removed first, started over.
+    (plan.out / "two" / MARKER).unlink()
+    (plan.out / "two" / "checkpoints").mkdir()
+    (plan.out / "two" / "checkpoints" / "step-00000100.pt").write_bytes(b"weights")
+    (plan.out / "two" / ".stage-started.json").write_text(json.dumps({"config_hash": "another config"}))
+    calls.clear()
+    assert run() == 0
+    assert calls == [("two", argv_of(plan, "two"), False)]

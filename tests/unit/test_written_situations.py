@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from dialogue_ranker.data.ranking_data import read_lists
+from dialogue_ranker.evaluation.handmade import load_cases
 from dialogue_ranker.training import convert
 from dialogue_ranker.training.converters.written_situations import (
     DISTRACTORS,
@@ -18,7 +19,7 @@ from dialogue_ranker.training.converters.written_situations import (
 
 ROOT = Path(__file__).resolve().parents[2]
 WRITTEN = ROOT / "data" / "written_situations" / "situations.toml"
-HANDMADE_TESTS = ROOT / "tests" / "integration" / "test_handmade_requests.py"
+HANDMADE_REQUESTS = ROOT / "data" / "handmade_requests" / "requests.json"
 
 SCENARIO = """
 [[scenario]]
@@ -88,8 +89,11 @@ def test_the_written_file_converts_and_keeps_out_of_the_hand_made_test_requests(
     assert len(lists) == 2 * len(scenarios)
     assert Counter(len([c for c in x.candidates if c.label == 1]) for x in lists).keys() <= {1, 2}
     # Training data, never a test: no written request is one of the hand-made test requests.
-    tests = HANDMADE_TESTS.read_text()
-    assert not [s.request for s in scenarios if s.request in tests]
+    asked = set()
+    for case in load_cases(HANDMADE_REQUESTS):
+        context = case.body["context"]
+        asked |= {context} if isinstance(context, str) else {turn["text"] for turn in context}
+    assert asked and not [s.request for s in scenarios if s.request in asked]
 
 
 def test_a_statement_two_scenarios_share_is_drawn_once(tmp_path: Path) -> None:

@@ -190,6 +190,8 @@ class Plan:
                     status = "pending (its config changed since it ran)"
                 elif marker is not None:
                     status = "pending (an earlier stage runs again)"
+                elif step.kind == "train" and any((self.out / step.name / "checkpoints").glob("step-*.pt")):
+                    status = "pending (interrupted: resumes from its last checkpoint)"
                 elif (self.out / step.name).exists():
                     status = "pending (interrupted: its partial folder is removed first)"
                 else:

@@ -11,9 +11,12 @@ config (its fields, not its time estimates, and its command).
 A rerun skips each stage whose marker holds the same hash, up to the first that does not; that
 stage and every one after it run again (a later stage's marker is stale once an earlier stage ran
 again). A stage folder without a valid marker is a run that was interrupted or failed: it is
-removed before the stage starts over. The data stage is finer-grained: each conversion is written
-to ``data/.partial/`` and moved into place when it ends, with its own marker, so an interrupted
-conversion stage keeps the files already converted.
+removed before the stage starts over, except a train stage that left checkpoints (``ranker train
+--checkpoint-every``) and started with the same config hash, with no earlier stage run again since:
+it continues from its last checkpoint (``ranker train --resume``), so a stage of hours runs in
+pieces, the recipe killed and run again between them. The data stage is finer-grained: each
+conversion is written to ``data/.partial/`` and moved into place when it ends, with its own
+marker, so an interrupted conversion stage keeps the files already converted.
 
 A ``runs_on = "gpu"`` stage that is going to run, on a machine where ``torch.cuda.is_available()``
 is false, refuses the whole run before anything starts, quoting the recipe's ``gpu_reason``;
@@ -47,6 +50,12 @@ from dialogue_ranker.recipes.schema import DATA_STAGE, RecipeError
 
 __all__ = ["MARKER", "Plan", "Runner", "StageFailed", "cuda_available"]
 
+#: Written when a stage starts (its config hash): an interrupted train stage with the same hash resumes.
+STARTED = ".stage-started.json"
+#: Where ``ranker train`` keeps an unfinished run's checkpoints (training.checkpoint.FOLDER; that
+#: module imports torch, which the runner does not).
+CHECKPOINTS = "checkpoints"
+
 
 class StageFailed(RuntimeError):
     """A stage's command ended with a non-zero status."""
@@ -70,6 +79,7 @@ class Runner:
         self.plan = plan
         self.stdout = stdout or sys.stdout
         self.cuda = cuda or cuda_available
+        self._ran = set()
 
     def log(self, message: str) -> None:
         """A timestamped line to stdout and ``<out>/recipe.log``."""
@@ -143,12 +153,31 @@ class Runner:
                 self.log(f"FAIL  {step.name}: {e}")
                 return 1
             except KeyboardInterrupt:
-                self.log(f"STOP  {step.name}: interrupted; a rerun starts it over")
+                self.log(
+                    f"STOP  {step.name}: interrupted; a rerun starts it over (train: from its checkpoint)"
+                )
                 raise
         self.log(f"recipe {self.plan.recipe.name} done: output {self.plan.out}")
         return 0
 
     _cuda: bool | None = None
+    #: Steps this invocation has started: a later stage resumes only when none before it ran again.
+    _ran: set[str]
+
+    def _resumable(self, step: Step) -> bool:
+        """Whether ``step`` is an interrupted train stage that continues from its checkpoint.
+
+        It is, when it left checkpoints, it started with the same config hash, and no earlier step
+        ran again in this invocation (whose output, the stage's input, may then differ).
+        """
+        folder = self.plan.out / step.name
+        if step.kind != "train" or not any((folder / CHECKPOINTS).glob("step-*.pt")) or self._ran:
+            return False
+        try:
+            started = json.loads((folder / STARTED).read_text())
+        except (OSError, ValueError):
+            return False
+        return bool(started.get("config_hash") == step.config_hash)
 
     def _cuda_cached(self) -> bool:
         if self._cuda is None:
@@ -157,9 +186,12 @@ class Runner:
 
     def _run_step(self, step: Step) -> None:
         folder = self.plan.out / step.name
+        resume = self._resumable(step)
         if step.name == DATA_STAGE:
             (folder / MARKER).unlink(missing_ok=True)
             shutil.rmtree(folder / ".partial", ignore_errors=True)
+        elif resume:
+            self.log(f"resume {step.name}: from its last checkpoint ({folder / CHECKPOINTS})")
         else:
             for partial in (folder, self.plan.out / ".build" / step.name):
                 if partial.exists():
@@ -168,6 +200,9 @@ class Runner:
         folder.mkdir(parents=True, exist_ok=True)
         if step.name == DATA_STAGE:
             (folder / ".partial").mkdir()
+        else:
+            (folder / STARTED).write_text(json.dumps({"config_hash": step.config_hash}) + "\n")
+        self._ran.add(step.name)
         self.log(
             f"start {step.name} ({step.kind}, {step.runs_on}"
             + (f", estimate {step.estimate}" if step.estimate else "")
@@ -187,7 +222,7 @@ class Runner:
                     self.log(f"skip  {step.name}/{label}: converted earlier")
                     commands.append(shlex.join(["ranker", *argv]))
                     continue
-            seconds = self._call(step, label, argv, folder / "stage.log")
+            seconds = self._call(step, label, argv + (["--resume"] if resume else []), folder / "stage.log")
             commands.append(shlex.join(["ranker", *argv]))
             if step.name == DATA_STAGE:
                 os.replace(folder / ".partial" / label, folder / label)

@@ -34,6 +34,11 @@ their weighted logits are soft targets beside the labels, on the same sequences,
 on a lent machine whose lease runs out; the run records the steps it took, and ``--stop-at N``
 with the same ``--max-steps`` replays it.
 
+Every ``--checkpoint-every`` steps (default 100) the run's whole state is saved under
+``<out>/checkpoints/`` (atomically, the last two kept; :mod:`training.checkpoint`); after a kill,
+the same command with ``--resume`` continues from the newest checkpoint and ends with the weights
+an uninterrupted run ends with. A finished run removes its checkpoints.
+
 ``--layout pair`` trains the same encoder and head as a per-pair cross-encoder instead (each
 candidate in a sequence of its own with the context, full attention) on the same lists, splits,
 loss and dev metrics: the comparison the shared-prefix design is judged by. Such a run is not
@@ -54,6 +59,7 @@ from dialogue_ranker.data.ranking_data import DataError, RankingList, exit_on_da
 from dialogue_ranker.evaluation import calibration as calibrate
 from dialogue_ranker.serving.calibration import sigmoid
 from dialogue_ranker.serving.list_encoding import ListEncoder
+from dialogue_ranker.training import checkpoint
 from dialogue_ranker.training.backbone import (
     backbone_dir,
     backbone_label,
@@ -73,7 +79,10 @@ from dialogue_ranker.training.recover import dequantized_ranker
 from dialogue_ranker.training.shared_prefix import SharedPrefixRanker
 from dialogue_ranker.training.train_args import build_parser, encoding_of, first_stage
 from dialogue_ranker.training.train_lists import load_splits
-from dialogue_ranker.training.train_loop import TrainingOutcome, train_epochs
+from dialogue_ranker.training.train_loop import Stopped, TrainingOutcome, train_epochs
+
+#: Exit status of a run ended by --stop-after-steps (EX_TEMPFAIL: try again, with --resume).
+STOPPED_STATUS = 75
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -161,6 +170,17 @@ def run_config(
     }
 
 
+def check_resumable(out: Path, *, resume: bool) -> None:
+    """Refuse to resume a finished run, or to start over where an unfinished run left checkpoints."""
+    if resume and (out / "config.json").is_file():
+        raise DataError(f"--resume: {out} is a finished run (it has config.json); nothing to continue")
+    if not resume and checkpoint.checkpoints(out):
+        raise DataError(
+            f"{out} holds checkpoints of an unfinished run: --resume continues it; remove the folder "
+            "to start over"
+        )
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     if args.threads:
@@ -168,6 +188,7 @@ def main(argv: list[str] | None = None) -> dict:
     seed_everything(args.seed)
     started = time.time()
     out = Path(args.out)
+    check_resumable(out, resume=args.resume)
     out.mkdir(parents=True, exist_ok=True)
     init = first_stage(args)
     # A second stage starts from the first stage's weights and tokenizer (no packaged backbone needed).
@@ -182,14 +203,29 @@ def main(argv: list[str] | None = None) -> dict:
     pair = args.layout == "pair"
     encoder, model = load_start(start, args, pair=pair)
     teachers = load_teachers(args, pair=pair)
-    outcome = train_epochs(
-        model, encoder, args, (train, dev), teachers=teachers, precision=precision, started=started
-    )
+    try:
+        outcome = train_epochs(
+            model,
+            encoder,
+            args,
+            (train, dev),
+            teachers=teachers,
+            precision=precision,
+            started=started,
+            out=out,
+        )
+    except checkpoint.CheckpointError as e:
+        raise DataError(str(e)) from None
+    except Stopped as e:
+        kept = checkpoint.checkpoints(out)
+        print(f"{e}; --resume continues from {kept[-1] if kept else 'the start'}", flush=True)
+        raise SystemExit(STOPPED_STATUS) from None
     calibrated, fitted = calibrate_on_dev(model, encoder, dev, out)
     model.save(out / "ranker", start / "tokenizer.json")
     write_calibration(out / "calibration.json", fitted)
     config = run_config(args, precision=precision, init=init, teachers=teachers, outcome=outcome)
     (out / "config.json").write_text(json.dumps(config, indent=2))
+    checkpoint.remove(out)  # the run is finished: its weights are in ranker/
     result = {
         "dev": calibrated,
         "dev_abstention_accuracy_pooled": fitted["abstention_accuracy"],

@@ -2,7 +2,9 @@
 
 The run stops at ``--max-steps`` (the schedule's length), ``--stop-at`` (a step of that schedule)
 or ``--max-seconds`` (a lent machine's lease); the epoch with the best mean dev nDCG@3 over the
-files is loaded back into the model.
+files is loaded back into the model. Every ``--checkpoint-every`` steps the loop's whole state goes
+to a checkpoint (:mod:`training.checkpoint`); ``--resume`` continues from the newest one, on the
+same batches, so a run killed at any point ends as it would have without the kill.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import random
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +23,7 @@ from tqdm.auto import tqdm
 
 from dialogue_ranker.data.ranking_data import RankingList
 from dialogue_ranker.serving.list_encoding import ListEncoder
+from dialogue_ranker.training import checkpoint
 from dialogue_ranker.training.backbone import autocast, device, make_optimizer, optimizer_step
 from dialogue_ranker.training.dev_scoring import dev_logits, dev_report
 from dialogue_ranker.training.distill import Ensemble
@@ -63,50 +67,84 @@ def train_epochs(
     teachers: Ensemble | None,
     precision: str,
     started: float,
+    out: Path | None = None,
 ) -> TrainingOutcome:
     """Train ``model`` on the train lists; leaves it with the weights of its best epoch on dev.
 
-    ``started`` is the run's start (``time.time()``), which ``--max-seconds`` counts from.
+    ``started`` is the run's start (``time.time()``), which ``--max-seconds`` counts from. With
+    ``out``, a checkpoint goes to ``out/checkpoints/`` every ``--checkpoint-every`` steps, and
+    ``--resume`` continues from the newest one. Raises :class:`Stopped` at ``--stop-after-steps``.
     """
     train, dev = splits
     rng = random.Random(args.seed)
+    # The epochs' batches are drawn first, from the seed alone: a resumed run draws the same ones.
     epochs = [epoch_batches(args, train, rng) for _ in range(args.epochs)]
-    if args.head == "cosine":
-        first = [x for batch in epochs[0][:8] for x in batch]
-        print(f"cosine head: bias shifted by {centre_bias(model, encoder, first):.3f}", flush=True)
     total = sum(len(e) for e in epochs)
     if args.max_steps:
         total = min(total, args.max_steps)
+    resuming = bool(getattr(args, "resume", False) and out is not None and checkpoint.checkpoints(out))
+    if args.head == "cosine" and not resuming:  # a resumed run's weights already hold the shift
+        first = [x for batch in epochs[0][:8] for x in batch]
+        print(f"cosine head: bias shifted by {centre_bias(model, encoder, first):.3f}", flush=True)
     optimizer, schedule = make_optimizer(model, lr=args.lr, total_steps=total)
+    loop = checkpoint.LoopState()
+    if resuming:
+        assert out is not None
+        payload, path = checkpoint.load_latest(out, args)
+        loop = checkpoint.restore(payload, model=model, optimizer=optimizer, schedule=schedule, loop_rng=rng)
+        print(f"--resume: continuing from {path} (step {loop.step} of {total})", flush=True)
     # --stop-at ends the run early; the schedule still spans every planned step.
     end = total if args.stop_at is None else min(total, args.stop_at)
-    history, best_state, best_score, step = [], None, -1.0, 0
-    bar = tqdm(total=total, desc="ranker", unit="step", mininterval=30)
+    every = getattr(args, "checkpoint_every", 0) or 0
+    stop_after = getattr(args, "stop_after_steps", None)
+    bar = tqdm(total=total, initial=loop.step, desc="ranker", unit="step", mininterval=30)
     out_of_time = False
-    for epoch, batches in enumerate(epochs, start=1):
+    while loop.epoch < len(epochs):
+        batches = epochs[loop.epoch]
         model.train()
-        for batch in batches:
-            if step >= end:
-                break
-            if out_of_seconds(args, started, step, total):
+        while loop.batch < len(batches) and loop.step < end:
+            if out_of_seconds(args, started, loop.step, total):
                 out_of_time = True
                 break
             with autocast(precision):
-                loss = loss_of(model, encoder, batch, args, rng, teachers)
+                loss = loss_of(model, encoder, batches[loop.batch], args, rng, teachers)
             optimizer_step(model, optimizer, schedule, loss)
-            step += 1
+            loop.step += 1
+            loop.batch += 1
             bar.update(1)
-            bar.set_postfix(epoch=epoch, loss=f"{loss.item():.3f}", refresh=False)
-        history.append(dev_entry(model, encoder, dev, epoch=epoch, step=step))
-        if history[-1]["mean_ndcg_at_3"] > best_score:
-            best_score = history[-1]["mean_ndcg_at_3"]
-            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        if step >= end or out_of_time:
+            bar.set_postfix(epoch=loop.epoch + 1, loss=f"{loss.item():.3f}", refresh=False)
+            if out is not None and every and loop.step % every == 0 and loop.step < end:
+                checkpoint.save(
+                    out,
+                    args=args,
+                    model=model,
+                    optimizer=optimizer,
+                    schedule=schedule,
+                    loop=loop,
+                    loop_rng=rng,
+                )
+            if stop_after is not None and loop.step >= stop_after and loop.step < end:
+                bar.close()
+                raise Stopped(loop.step)
+        loop.history.append(dev_entry(model, encoder, dev, epoch=loop.epoch + 1, step=loop.step))
+        if loop.history[-1]["mean_ndcg_at_3"] > loop.best_score:
+            loop.best_score = loop.history[-1]["mean_ndcg_at_3"]
+            loop.best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        loop.epoch, loop.batch = loop.epoch + 1, 0
+        if loop.step >= end or out_of_time:
             break
     bar.close()
-    if best_state is not None:
-        model.load_state_dict(best_state)
-    return TrainingOutcome(history, step, total)
+    if loop.best_state is not None:
+        model.load_state_dict(loop.best_state)
+    return TrainingOutcome(loop.history, loop.step, total)
+
+
+class Stopped(RuntimeError):
+    """``--stop-after-steps`` ended the run as a kill would: nothing after the last checkpoint is kept."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__(f"--stop-after-steps: stopped after step {step}, as a kill would")
+        self.step = step
 
 
 def out_of_seconds(args: argparse.Namespace, started: float, step: int, total: int) -> bool:

@@ -1,0 +1,86 @@
+"""``ranker release-check`` for real: the shipped bundle against itself passes, and against a copy
+whose probabilities are over-confident it is refused on calibration alone, by name.
+
+A small frozen suite: SUGAR test lists, six of the hand-made requests (read from their one file)
+and a dev bank of SUGAR replies; the real bundle scores each as the service does.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dialogue_ranker.evaluation import release_check
+from dialogue_ranker.evaluation.handmade import DEFAULT_FILE
+
+pytestmark = pytest.mark.integration
+
+
+def small_suite(tmp_path: Path, sugar: Path, *, with_others: bool = True) -> Path:
+    handmade = json.loads(DEFAULT_FILE.read_text())
+    first = handmade["groups"][0]
+    (tmp_path / "handmade.json").write_text(json.dumps({"groups": [{**first, "cases": first["cases"][:6]}]}))
+    text = f'resamples = 300\n\n[[lists]]\nname = "sugar"\nfile = "{sugar}"\nmax_lists = 30\n'
+    if with_others:
+        text += (
+            f'\n[[handmade]]\nname = "hand-made"\nfile = "{tmp_path / "handmade.json"}"\n'
+            f'\n[[bank]]\nname = "bank"\nfile = "{sugar}"\nmax_lists = 30\nsample = 6\nk = 10\n'
+        )
+    path = tmp_path / ("suite.toml" if with_others else "lists-only.toml")
+    path.write_text(text)
+    return path
+
+
+def test_the_shipped_bundle_against_itself_passes_every_set(tmp_path, model_dir, sugar_lists):
+    out, suite = tmp_path / "release-check.md", small_suite(tmp_path, sugar_lists)
+    status = release_check.main(
+        [
+            "--candidate",
+            str(model_dir),
+            "--shipped",
+            str(model_dir),
+            "--suite",
+            str(suite),
+            "--out-md",
+            str(out),
+        ]
+    )
+    assert status == 0
+    table = out.read_text()
+    assert "**Passed**" in table and "300 resamples, seed 0" in table
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| ") and "---" not in line][
+        1:
+    ]
+    assert {(r[0].lstrip("| "), r[1]) for r in rows} >= {
+        ("sugar", "precision_at_1"),
+        ("sugar", "ece (lower is better)"),
+        ("hand-made", "ranked as a person would"),
+        ("bank", "bank R@1"),
+    }
+    assert all(r[5] == "+0.000" and r[7].strip(" |") == "same" for r in rows), rows
+
+
+def test_a_candidate_with_over_confident_probabilities_is_refused_on_calibration_by_name(
+    tmp_path, model_dir, sugar_lists, capsys
+):
+    candidate = tmp_path / "candidate"
+    shutil.copytree(model_dir, candidate, ignore=shutil.ignore_patterns("model.onnx", "retriever"))
+    (candidate / "model.onnx").symlink_to(model_dir.resolve() / "model.onnx")
+    meta = json.loads((candidate / "metadata.json").read_text())
+    for calibration in (meta["calibration"], meta["calibration_by_runtime"]["onnx"]["calibration"]):
+        calibration["a"] *= 4  # the same order, probabilities pushed toward 0 and 1
+    (candidate / "metadata.json").write_text(json.dumps(meta))
+    suite = small_suite(tmp_path, sugar_lists, with_others=False)
+    with pytest.raises(SystemExit) as refused:
+        release_check.main(
+            ["--candidate", str(candidate), "--shipped", str(model_dir), "--suite", str(suite)]
+        )
+    assert refused.value.code == 1
+    printed = capsys.readouterr().out
+    worse = [line for line in printed.splitlines() if "**worse**" in line]
+    assert any(line.startswith("| sugar | ece ") for line in worse), printed
+    assert not any("precision_at_1" in line or "ndcg_at_3" in line for line in worse)  # the order is the same
+    assert "**Refused**" in printed and "sugar / ece" in printed
