@@ -9,7 +9,6 @@ rows for a paired bootstrap against the other bundle on the same queries.
 
 from __future__ import annotations
 
-import argparse
 import random
 from pathlib import Path
 
@@ -49,8 +48,9 @@ def bank_rows(
     queries = range(len(bank.lists))
     sample = tuple(sorted(random.Random(s.seed).sample(queries, min(s.sample, len(queries)))))
     spec = load_retriever(found)
-    args = argparse.Namespace(threads=threads, cache_dir=cache_dir, k=s.k)
-    evaluation = BankEvaluation(bundle, ListScorer(bundle, threads=threads), spec, args)
+    evaluation = BankEvaluation(
+        bundle, ListScorer(bundle, threads=threads), spec, k=s.k, cache_dir=cache_dir, threads=threads
+    )
     try:
         _, retrieved = evaluation.score(Dataset(s.name, s.split, bank, sample))
     finally:
