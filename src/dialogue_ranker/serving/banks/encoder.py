@@ -51,11 +51,8 @@ def retrieval_query(turns: Sequence[Turn], *, last_turns: int = 1) -> str:
 
 def file_sha256(path: Path) -> str:
     """The hex SHA-256 of a file, read in blocks."""
-    digest = hashlib.sha256()
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 class TextEncoder:
