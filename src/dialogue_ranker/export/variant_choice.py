@@ -33,8 +33,7 @@ def accuracy_misses(report: dict[str, Any], variant: str, args: argparse.Namespa
     limit = getattr(args, "max_logit_error", None)
     if limit is not None and measured["max_abs_logit_vs_fp32"] > limit:
         misses.append(
-            f"logits up to {measured['max_abs_logit_vs_fp32']:.4f} off fp32's "
-            f"(> --max-logit-error {limit:g})"
+            f"logits up to {measured['max_abs_logit_vs_fp32']:.4f} off fp32's (> --max-logit-error {limit:g})"
         )
     return misses
 
