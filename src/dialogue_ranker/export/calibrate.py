@@ -172,15 +172,9 @@ def write_bundle(
     calibrated_by: dict[str, Any],
     args: argparse.Namespace,
 ) -> Path:
-    """``out``: a copy of ``base`` with the fitted maps in ``metadata.json`` and its card rewritten.
-
-    Raises:
-        SystemExit: ``out`` exists and is not a bundle this command wrote (never overwritten).
-    """
+    """``out``: a copy of ``base`` with the fitted maps in ``metadata.json`` and its card rewritten."""
+    refuse_foreign_out(out)
     if out.exists():
-        meta = out / METADATA_FILE
-        if not meta.is_file() or CALIBRATED_BY not in json.loads(meta.read_text()):
-            raise SystemExit(f"--out {out} exists and is not a bundle ranker calibrate wrote: choose another")
         shutil.rmtree(out)
     # eval-*.json hold the old map's ECE and abstention: they would describe another bundle.
     shutil.copytree(base, out, ignore=shutil.ignore_patterns("eval-*.json", "eval-*.md"))
@@ -203,6 +197,13 @@ def write_bundle(
     (out / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n")
     write_card(out)
     return out
+
+
+def refuse_foreign_out(out: Path) -> None:
+    """Exit when ``out`` exists and is not a bundle this command wrote: it is never overwritten."""
+    meta = out / METADATA_FILE
+    if out.exists() and (not meta.is_file() or CALIBRATED_BY not in json.loads(meta.read_text())):
+        raise SystemExit(f"--out {out} exists and is not a bundle ranker calibrate wrote: choose another")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -253,6 +254,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Fit every runtime's map and threshold on ``--lists`` and write ``--out``; returns ``calibrated_by``."""
     args = parse_args(argv)
     started = time.perf_counter()
+    refuse_foreign_out(args.out)  # before minutes of scoring, not after
     bundle = load_bundle(args.model)
     lists = read_lists(args.lists)
     fit, held = split_by_group(lists, args.holdout)
