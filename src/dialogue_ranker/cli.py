@@ -39,6 +39,9 @@ COMMANDS: dict[str, Command] = {
     "calibrate-runtimes": Command(
         "dialogue_ranker.export.runtime_calibration", "fit a bundle's calibration map per runtime (OpenVINO)"
     ),
+    "calibrate": Command(
+        "dialogue_ranker.export.calibrate", "fit a bundle's map and threshold on your lists (a new bundle)"
+    ),
     "card": Command("dialogue_ranker.export.card", "write a bundle's model card from its files"),
     "evaluate": Command("dialogue_ranker.training.evaluate_run", "evaluate a bundle (or a run) per domain"),
     "evaluate-sugar": Command("dialogue_ranker.evaluation.sugar_protocol", "SUGAR by the paper's protocol"),

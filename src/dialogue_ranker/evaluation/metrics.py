@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 
@@ -108,14 +107,30 @@ def abstention_accuracy(
 def best_abstention_threshold(
     probs_per_example: Sequence[Sequence[float]], labels_per_example: Sequence[Sequence[int]]
 ) -> tuple[float, float]:
-    """The threshold maximising abstention accuracy (midpoint of the best interval) and its accuracy."""
-    candidates = sorted({float(p) for probs in probs_per_example for p in probs})
-    if not candidates:
+    """The threshold maximising abstention accuracy (midpoint of the best interval) and its accuracy.
+
+    The grid is every midpoint between adjacent distinct probabilities (and just outside both
+    ends); each is scored with :func:`abstention_accuracy`'s two decisions per example, counted by
+    binary search over the examples' best and best-bad probabilities, so a thousand lists of
+    fifteen candidates take milliseconds, not the minute a loop over the grid took.
+    """
+    candidates = np.unique(np.asarray([float(p) for probs in probs_per_example for p in probs]))
+    if not len(candidates):
         return 0.5, 0.0
-    grid = [candidates[0] - 1e-6] + [(a + b) / 2 for a, b in itertools.pairwise(candidates)]
-    grid.append(candidates[-1] + 1e-6)
-    scored = [(abstention_accuracy(probs_per_example, labels_per_example, t), t) for t in grid]
-    best_acc = max(acc for acc, _ in scored)
-    best = [t for acc, t in scored if acc == best_acc]
+    grid = np.concatenate(
+        ([candidates[0] - 1e-6], (candidates[:-1] + candidates[1:]) / 2, [candidates[-1] + 1e-6])
+    )
+    best_all, best_bad = [], []
+    for probs, labels in zip(probs_per_example, labels_per_example, strict=True):
+        if 0 in labels:
+            best_all.append(max(probs))
+            best_bad.append(max(p for p, lab in zip(probs, labels, strict=True) if lab == 0))
+    if not best_all:
+        return float(np.clip(grid[len(grid) // 2], 0.0, 1.0)), 0.0
+    # Right decisions at t: the full set keeps an answer (best >= t), the bad set abstains (best bad < t).
+    kept = len(best_all) - np.searchsorted(np.sort(best_all), grid, side="left")
+    abstained = np.searchsorted(np.sort(best_bad), grid, side="left")
+    right = kept + abstained
+    best = grid[right == right.max()]
     # The middle of the optimal thresholds is the one least sensitive to a shift between splits.
-    return float(np.clip(best[len(best) // 2], 0.0, 1.0)), best_acc
+    return float(np.clip(best[len(best) // 2], 0.0, 1.0)), float(right.max() / (2 * len(best_all)))

@@ -1,6 +1,6 @@
-"""Which graph ships, and the calibration map and abstention threshold fitted with it.
+"""The calibration map and abstention threshold fitted with the graph that ships.
 
-The fastest graph whose dev P@1 holds within ``--max-p1-loss`` of fp32 on every file ships. Its
+Which graph ships is :mod:`dialogue_ranker.export.variant_choice`'s. Its
 dev logits are made as the bundle will serve them (with the last-turn view and the reply's prior
 when ``--last-turn-weight`` and ``--prior-weight`` ask), then the map is fitted on the files of
 ``--calibrate-on`` and the threshold chosen on those of ``--threshold-on``.
@@ -12,7 +12,6 @@ import argparse
 import dataclasses
 import json
 import random
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,29 +24,6 @@ from dialogue_ranker.export.run_stages import training_stages
 from dialogue_ranker.serving.context_views import ViewWeights, combine
 from dialogue_ranker.serving.list_encoding import ListEncoder
 from dialogue_ranker.training.dev_scoring import fit_calibration, run_dev_lists
-
-
-def choose_shipped(report: dict[str, Any], paths: dict[str, Path], args: argparse.Namespace) -> str:
-    """The graph to ship: the fastest within ``--max-mb`` whose dev P@1 holds on every file.
-
-    When none holds, the most accurate that fits, with a warning.
-    """
-    fp32_p1 = {n: r["precision_at_1"] for n, r in report["variants"]["fp32"]["dev"].items()}
-
-    def holds(variant: str) -> bool:
-        dev_result = report["variants"][variant]["dev"]
-        return all(dev_result[n]["precision_at_1"] >= fp32_p1[n] - args.max_p1_loss for n in fp32_p1)
-
-    fits = [v for v in paths if report["variants"][v]["file_mb"] <= args.max_mb]
-    holding = [v for v in fits if holds(v)]
-    if holding:
-        return max(holding, key=lambda v: report["variants"][v]["situated_requests_per_s"])
-    # Nothing within the budget holds P@1: ship the most accurate that fits, and say so.
-    shipped = max(
-        fits, key=lambda v: np.mean([r["precision_at_1"] for r in report["variants"][v]["dev"].values()])
-    )
-    print(f"WARNING: no graph within {args.max_mb} MB holds dev P@1 within {args.max_p1_loss}")
-    return shipped
 
 
 def served_dev_logits(
@@ -69,15 +45,17 @@ def served_dev_logits(
         return views, logits
     per_view = views_logits(sess, encoder, dev, views)
     if views.prior > 0:
-        views = dataclasses.replace(views, prior_centre=prior_centre(per_view))
+        centre = prior_centre(per_view, fallback=getattr(args, "base_prior_centre", None))
+        views = dataclasses.replace(views, prior_centre=centre)
         report["views"] = views.to_dict()
     combined = {
         name: [combine(np.concatenate(v), len(v), views) for v in lists] for name, lists in per_view.items()
     }
     multi_turn = [x for lists in dev.values() for x in lists if len(x.context) > 1]
     multi_turn = random.Random(0).sample(multi_turn, min(args.speed_requests, len(multi_turn)))
-    report["last_turn_view_speed"] = views_speed(sess, encoder, multi_turn, views)
-    print("views", json.dumps(report["last_turn_view_speed"]), flush=True)
+    if multi_turn:  # single-turn dev lists (SUGAR's) have one view: nothing to time
+        report["last_turn_view_speed"] = views_speed(sess, encoder, multi_turn, views)
+        print("views", json.dumps(report["last_turn_view_speed"]), flush=True)
     return views, combined
 
 
@@ -188,14 +166,19 @@ def views_logits(
     return {name: [view_logits(sess, encoder, x, views) for x in lists] for name, lists in dev.items()}
 
 
-def prior_centre(logits: dict[str, list[list[np.ndarray]]]) -> float:
+def prior_centre(logits: dict[str, list[list[np.ndarray]]], fallback: float | None = None) -> float:
     """The reply's-prior view's mean logit over the multi-turn lists of :func:`views_logits`.
 
     The prior's logits run well below the other views' (about -2.5 against -1 on model 2.7.0), so
     the service adds their difference from this mean: the ranking of a plain weighted mean, at the
-    scale the calibration map and threshold are fitted for.
+    scale the calibration map and threshold are fitted for. ``fallback`` (a base bundle's centre) is
+    returned when there is no multi-turn list.
     """
     prior = [views[2] for lists in logits.values() for views in lists if len(views) == 3]
+    if not prior and fallback is not None:
+        # A one-turn request never reads the prior: a base bundle's centre serves as well as any.
+        print(f"prior centre: no multi-turn dev list; the base bundle's {fallback:.4f} kept", flush=True)
+        return fallback
     if not prior:
         raise SystemExit("--prior-weight: the dev lists have no multi-turn request to centre the prior on")
     return float(np.mean(np.concatenate(prior)))

@@ -51,7 +51,7 @@ the mean over its tokens |
 `score` = calibrated P(appropriate) (rated acceptable or best; Topical-Chat: the true next
 turn), Platt-fitted with the shipped graph on the dev lists of {calibrated_on} (pooled, when
 there are several). The service abstains when no candidate reaches {threshold:.3f} (chosen on the dev
-lists of {threshold_on}).
+lists of {threshold_on}).{calibrated_by}
 
 ## Training data
 {data_rows}
@@ -78,6 +78,24 @@ default) removes such candidates before ranking.
 """
 
 
+def calibrated_by_line(calibrated: dict | None) -> str:
+    """The paragraph saying which lists ``ranker calibrate`` fitted the maps on ('' when it did not)."""
+    if not calibrated:
+        return ""
+    onnx = (calibrated.get("held_out") or {}).get("onnx")
+    held = ""
+    if onnx:
+        before, after = onnx["before"]["ece"], onnx["after"]["ece"]
+        held = f" On {onnx['lists']} held-out lists (by group), ECE was {before:.3f}, now {after:.3f}."
+    runtimes = ", ".join(calibrated["runtimes"])
+    return (
+        f"\n\nRecalibrated by `ranker calibrate` on {calibrated['date']}: a {calibrated['method']} map and "
+        f"the threshold fitted on {calibrated['fitted_on_lists']} of the {calibrated['list_count']} lists "
+        f"of `{calibrated['lists']}` (SHA-256 {calibrated['sha256'][:12]}...) for {runtimes}; the base "
+        f"bundle {calibrated['base']} is otherwise unchanged.{held}"
+    )
+
+
 def render_card(bundle: Path) -> str:
     """The model card of the bundle in ``bundle``, from its metadata and evaluation files."""
     metadata = json.loads((bundle / "metadata.json").read_text())
@@ -95,6 +113,7 @@ def render_card(bundle: Path) -> str:
         dev_table=dev_table(metadata["metrics"]["dev (shipped graph, calibrated)"]),
         machine_line=machine_line(metadata["export"].get("machine")),
         head_line=head_lines(metadata),
+        calibrated_by=calibrated_by_line(metadata.get("calibrated_by")),
     )
     sections = evaluation_sections(bundle)
     history = (

@@ -28,7 +28,17 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
     p.add_argument("--version", default="2.10.0")
     p.add_argument("--max-p1-loss", type=float, default=0.01, help="dev P@1 a quantised graph may lose")
     p.add_argument(
-        "--max-mb", type=float, default=60.0, help="largest graph that may ship (repository budget)"
+        "--max-logit-error",
+        type=float,
+        default=None,
+        help="largest logit difference from fp32 a graph may have on the dev sample (default: not checked, "
+        "only --max-p1-loss)",
+    )
+    p.add_argument(
+        "--max-mb",
+        type=float,
+        default=60.0,
+        help="largest graph that may ship (repository budget; fp32 is about 87 MB: --max-mb 100 ships it)",
     )
     p.add_argument("--speed-requests", type=int, default=120, help="situated dev requests timed per graph")
     p.add_argument(
@@ -71,17 +81,33 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
     p.add_argument(
         "--last-turn-weight",
         type=float,
-        default=0.0,
+        default=None,
         help="score a multi-turn request with its last turn alone too, that view's logit averaged in "
-        "at this weight (service/context_views.py; 0: one view)",
+        "at this weight (service/context_views.py; 0: one view; default: the base bundle's, see "
+        "--serving-from, else 0)",
     )
     p.add_argument(
         "--prior-weight",
         type=float,
-        default=0.0,
+        default=None,
         help="score a multi-turn request's candidates with no context too (the reply's prior), that "
         "logit's difference from its mean on the dev lists' multi-turn candidates added at this weight "
-        "(service/context_views.py; 0: no such view)",
+        "(service/context_views.py; 0: no such view; default: the base bundle's, see --serving-from, "
+        "else 0)",
+    )
+    p.add_argument(
+        "--serving-from",
+        default=None,
+        metavar="BUNDLE",
+        help="the bundle whose serving settings (context views) the export takes over where "
+        "--last-turn-weight/--prior-weight are not given (default: the bundle the run was fine-tuned "
+        "from with ranker train --init-bundle, if any; export/base_serving.py)",
+    )
+    p.add_argument(
+        "--accept-loss",
+        action="store_true",
+        help="ship the most accurate graph within --max-mb even when it misses the accuracy rule "
+        "(--max-p1-loss, --max-logit-error), its loss printed; without it such an export fails",
     )
     return p
 

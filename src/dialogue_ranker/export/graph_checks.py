@@ -98,6 +98,8 @@ def measure_variants(
     ``dev_requests``: ``dev``'s lists as :func:`list_requests` encodes them; ``situated``: the
     requests timed. ``report`` gets ``torch_parity_max_abs_logit`` and a ``variants`` entry per graph.
     """
+    if not situated:  # situated_requests never returns none; a caller's empty sample is refused by name
+        raise SystemExit("the export's speed sample is empty: no dev request to time the graphs on")
     situated_candidates = sum(s.candidates for r in situated for s in r)
     sample = [r for held in dev_requests.values() for r in held[:40]]
     fp32_sess = session(paths["fp32"])
@@ -126,7 +128,28 @@ def measure_variants(
     return logits_by_variant
 
 
+#: Statements a request needs to count as situated (SUGAR's requests have 12): the SLO's shape.
+SITUATED_STATEMENTS = 8
+
+
 def situated_requests(dev_requests: dict[str, list[list[EncodedList]]], n: int) -> list[list[EncodedList]]:
-    """A seeded sample of ``n`` situated requests with every statement (the shape of the service's SLO)."""
-    situated = [r for lists in dev_requests.values() for r in lists if r[0].statements_kept >= 8]
+    """A seeded sample of ``n`` situated requests with every statement (the shape of the service's SLO).
+
+    A run whose dev lists have no such request (persona lines, knowledge snippets: a few statements
+    or none) is timed on a sample of all its dev lists instead, and says so.
+
+    Raises:
+        SystemExit: the run has no dev lists at all (nothing to time or check the graphs on).
+    """
+    every = [r for lists in dev_requests.values() for r in lists]
+    situated = [r for r in every if r[0].statements_kept >= SITUATED_STATEMENTS]
+    if not situated:
+        if not every:
+            raise SystemExit("the run has no dev lists: the export checks and times its graphs on them")
+        print(
+            f"speed sample: no dev list has {SITUATED_STATEMENTS}+ statements; timing "
+            f"{min(n, len(every))} of all {len(every)} dev lists instead",
+            flush=True,
+        )
+        situated = every
     return random.Random(0).sample(situated, min(n, len(situated)))

@@ -7,11 +7,16 @@ graph, dynamic int8 (per-channel weights) and static int8 (QDQ, MatMul only) var
 measures each side by side on the run's dev lists, run as the service runs them (one request's
 sequence per call, two threads): logit error against fp32, whether a candidate's probability
 moves with the other candidates in its sequence, speed on situated requests with every
-statement, and dev P@1 / nDCG@3 per file. It ships the fastest variant whose dev P@1 is within
-``--max-p1-loss`` of fp32 on every file, and re-fits the calibration map and abstention
-threshold on the pooled dev lists with that very graph. ``export_report.json`` keeps the table.
+statement (any dev lists where none has 8 statements), and dev P@1 / nDCG@3 per file. It ships
+the fastest variant whose dev P@1 is within ``--max-p1-loss`` of fp32 on every file, and re-fits
+the calibration map and abstention threshold on the pooled dev lists with that very graph.
+``export_report.json`` keeps the table.
 ``--last-turn-weight`` makes the bundle score multi-turn requests with their last turn alone too
 (:mod:`serving.context_views`); the calibration map and threshold are fitted on scores so made.
+A run fine-tuned from a bundle (``ranker train --init-bundle``) takes that bundle's context views
+unless the flags say otherwise (:mod:`export.base_serving`; ``--serving-from BUNDLE`` names one).
+A graph that misses the accuracy rule fails the export, its table printed, unless
+``--accept-loss`` (:mod:`export.variant_choice`); a fitting graph may need ``--max-mb 100`` (fp32).
 Last, ``samples.json``: a few of the run's dev sequences with the fp32 logits of the shipped
 weights, which ``--backend auto`` checks each runtime against (:mod:`export.samples`).
 """
@@ -26,8 +31,8 @@ from typing import Any
 
 from dialogue_ranker.data.machine import describe_for_report, read_cpu
 from dialogue_ranker.evaluation.scoring import session
+from dialogue_ranker.export.base_serving import resolve_views
 from dialogue_ranker.export.calibration_choice import (
-    choose_shipped,
     every_stage_dev_lists,
     fit_shipped_calibration,
     served_dev_logits,
@@ -38,6 +43,7 @@ from dialogue_ranker.export.graph_checks import list_requests, measure_variants,
 from dialogue_ranker.export.graph_variants import build_variants
 from dialogue_ranker.export.samples import add_to_export as add_samples
 from dialogue_ranker.export.shared_prefix_bundle import write_shared_prefix_bundle
+from dialogue_ranker.export.variant_choice import choose_shipped
 from dialogue_ranker.training.dev_scoring import calibrated_report, run_dev_lists
 
 
@@ -56,6 +62,7 @@ def main(argv: list[str] | None = None) -> dict:
     dev = run_dev_lists(config if args.dev_lists is None else {**config, "dev_lists": args.dev_lists})
     model, config = load_run_model(run, config, args)
     variants = variants_to_build(args.variants)
+    serving_from = resolve_views(args, config)
     # Earlier stages' files are read only when a flag names lists beyond the run's own.
     held = every_stage_dev_lists(config, dev) if args.threshold_on or args.similarity else dev
     similarity = None
@@ -71,6 +78,7 @@ def main(argv: list[str] | None = None) -> dict:
         # int8 scores and speeds depend on the CPU's instruction sets: say which machine measured them.
         "machine": describe_for_report(read_cpu()),
         "variants": {},
+        **({"serving_from": serving_from} if serving_from else {}),
     }
     logits_by_variant = measure_variants(report, model, paths, encoder, dev, dev_requests, situated)
     shipped = choose_shipped(report, paths, args)

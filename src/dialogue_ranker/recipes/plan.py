@@ -155,6 +155,7 @@ class Plan:
             value = getattr(stage, field)
             if value:
                 argv += [f"--{field.replace('_', '-')}", ",".join(value)]
+        argv += ["--accept-loss"] if stage.accept_loss else []
         return argv + _flags(stage, ["last_turn_weight", "prior_weight", "dev_lists"])
 
     def _evaluate(self, stage: EvaluateStage) -> list[str]:

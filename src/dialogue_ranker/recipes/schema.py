@@ -219,6 +219,9 @@ class ExportStage(_Stage):
     last_turn_weight: float | None = Field(default=None, ge=0, le=1)
     prior_weight: float | None = Field(default=None, ge=0)
     dev_lists: int | None = Field(default=None, gt=0)
+    #: Ship the most accurate graph within the size budget even when it misses the accuracy rule
+    #: (``ranker export --accept-loss``): a recipe says so where its release did.
+    accept_loss: bool = False
     #: The bundle's version (default: the recipe's).
     version: str | None = None
     #: The bundle's name (``ranker export --name``).

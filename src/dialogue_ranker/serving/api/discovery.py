@@ -68,6 +68,11 @@ class ModelOut(BaseModel):
         "Runtime's logits), or the runtime whose own map the bundle carries and that scores here "
         "(`openvino-bf16`...; see `ranker calibrate-runtimes`)."
     )
+    calibrated_by: dict[str, Any] | None = Field(
+        default=None,
+        description="What fitted `calibration` and `threshold` when `ranker calibrate` did: the lists "
+        "file, its SHA-256, list count, date, method, held-out figures (null: the export's own fit).",
+    )
     last_turn_weight: float = Field(
         description="A multi-turn request is also scored with its last turn alone, that logit averaged "
         "in at this weight (0: one view, also when the service's ranking.last_turn_view is off)."
@@ -105,6 +110,7 @@ def _describe(served: ServedModel, *, default: bool, alias: str | None = None) -
         calibration=bundle.calibration.to_dict(),
         threshold=bundle.threshold,
         calibration_in_force=bundle.calibration_in_force,
+        calibrated_by=bundle.metadata.get("calibrated_by"),
         last_turn_weight=views.last_turn,
         prior_weight=views.prior,
         prior_centre=views.prior_centre,
