@@ -48,6 +48,7 @@ from dialogue_ranker.export.card import write_card
 from dialogue_ranker.export.runtime_calibration import ENTRY, Runtime, machine, runtimes
 from dialogue_ranker.serving.calibration import Calibrator
 from dialogue_ranker.serving.model_bundle import METADATA_FILE, ModelBundle, load_bundle
+from dialogue_ranker.serving.settings import DEFAULT_MODEL_DIR
 
 #: What ``metadata.json`` records about the calibration (``/v1/models`` and the card show it).
 CALIBRATED_BY = "calibrated_by"
@@ -210,7 +211,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--lists", required=True, type=Path, help="ranking lists (JSONL) with your labels")
-    p.add_argument("--model", type=Path, default=Path("models/dialogue-minilm-l6"), help="the base bundle")
+    p.add_argument("--model", type=Path, default=DEFAULT_MODEL_DIR, help="the base bundle")
     p.add_argument("--out", required=True, type=Path, help="the calibrated bundle to write (a new directory)")
     p.add_argument(
         "--holdout", type=float, default=0.2, help="share of groups held out for the before/after figures"
