@@ -18,6 +18,9 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from difflib import SequenceMatcher
+
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from dialogue_ranker.training.converters.contradiction import negate
 from dialogue_ranker.training.converters.negatives import content_words, sentences_of
@@ -45,6 +48,14 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+#: Values spelt this alike are one value typed two ways ("Macchiato", "Machiatto"), not a swap.
+SAME_SPELLING = 0.8
+
+
+def _same_value(candidate: str, value: str) -> bool:
+    return SequenceMatcher(None, _norm(candidate), value).ratio() >= SAME_SPELLING
+
+
 class ValueSwapper:
     """Swaps a value a reply shares with its conversation for another value of the same type.
 
@@ -61,17 +72,33 @@ class ValueSwapper:
                     self.pools.setdefault(kind, []).append(match.group(0))
         # Sorted and deduplicated by their normal form, so the pools do not depend on corpus order.
         self.pools = {k: sorted({_norm(v): v for v in vs}.values()) for k, vs in self.pools.items()}
+        # Category names as the annotators typed them ("Milk", "milk-options") are one kind.
+        merged: dict[str, set[str]] = {}
+        for name, values in (phrases or {}).items():
+            key = " ".join(name.lower().replace("-", " ").replace("_", " ").split())
+            merged.setdefault(key, set()).update(" ".join(v.split()) for v in values if len(v.strip()) > 1)
+        #: Per kind: its values (longest first, so "Oat Milk" wins over "Milk") and one pattern.
         self.phrases = {
-            name: sorted({p.strip() for p in values if len(p.strip()) > 1}, key=len, reverse=True)
-            for name, values in sorted((phrases or {}).items())
+            name: (values, re.compile("|".join(rf"(?<!\w){re.escape(v)}(?!\w)" for v in values), re.I))
+            for name, values in (
+                (name, sorted(found, key=lambda v: (-len(v), v))) for name, found in sorted(merged.items())
+            )
+            if len(values) > 1
         }
-        self.phrases = {name: values for name, values in self.phrases.items() if len(values) > 1}
 
     def _phrase_spans(self, reply: str) -> list[tuple[int, int, str, list[str]]]:
+        """Spans of ``reply`` that name a value of a kind, as ``(start, end, kind, its values)``.
+
+        Only a span written as a name (a capital or a digit first) or of two words or more, and
+        not a common word: "the coffee bar" and "Here is" are not a drink and an order type.
+        """
         spans = []
-        for name, values in self.phrases.items():
-            for value in values:
-                for m in re.finditer(rf"(?<!\w){re.escape(value)}(?!\w)", reply, re.IGNORECASE):
+        for name, (values, pattern) in self.phrases.items():
+            for m in pattern.finditer(reply):
+                text = m.group(0)
+                if text.lower() in ENGLISH_STOP_WORDS:  # "Here is your order", not the order type
+                    continue
+                if text[0].isupper() or text[0].isdigit() or " " in text:
                     spans.append((m.start(), m.end(), name, values))
         return spans
 
@@ -99,7 +126,7 @@ class ValueSwapper:
                 number, noun = reply[start:end].split(None, 1)
                 forms = _DIGITS if number.isdigit() else _WORDS
                 pool = [f"{n} {noun}" for n in forms if n != number.lower()]
-            others = [v for v in pool if _norm(v) != value and _norm(v) not in said]
+            others = [v for v in pool if not _same_value(v, value) and _norm(v) not in said]
             if others:
                 new = rng.choice(others)
                 return reply[:start] + new + reply[end:]
@@ -120,13 +147,19 @@ _NOT_VERBS = frozenset(
     "don't do did didn't was have'nt had think guess mean hope bet know agree see am a the to and so "
     "never not too".split()
 )
+_DENIES = re.compile(r"\bnot\b|n't\b|\bnever\b|\bno\b", re.IGNORECASE)
+_ABOUT_ME = re.compile(r"\b(I|I'm|I've|my|My)\b")
 #: A persona line and the reply's sentence share this many content words at least.
 PERSONA_OVERLAP = 2
 
 
 def negate_first_person(sentence: str) -> str | None:
-    """A first-person sentence said the other way ("I love dogs." -> "I don't love dogs."), or None."""
-    if re.search(r"\b(not|n't|never|no)\b", sentence, re.IGNORECASE):
+    """A first-person sentence said the other way ("I love dogs." -> "I don't love dogs."), or None.
+
+    None for a question (it states nothing), a sentence that already denies (its negation is
+    often not the opposite) and one that is not about the speaker ("You have to ...").
+    """
+    if sentence.rstrip().endswith("?") or _DENIES.search(sentence) or not _ABOUT_ME.search(sentence):
         return None
     for pattern, replacement in _FIRST_PERSON:
         m = pattern.search(sentence)
