@@ -48,6 +48,8 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+#: A phrase value is a name of one to four words (annotators sometimes typed a whole request there).
+_PHRASE = re.compile(r"[\w%'&-]{2,}(?: [\w%'&-]+){0,3}")
 #: Values spelt this alike are one value typed two ways ("Macchiato", "Machiatto"), not a swap.
 SAME_SPELLING = 0.8
 
@@ -76,7 +78,9 @@ class ValueSwapper:
         merged: dict[str, set[str]] = {}
         for name, values in (phrases or {}).items():
             key = " ".join(name.lower().replace("-", " ").replace("_", " ").split())
-            merged.setdefault(key, set()).update(" ".join(v.split()) for v in values if len(v.strip()) > 1)
+            merged.setdefault(key, set()).update(
+                " ".join(v.split()) for v in values if _PHRASE.fullmatch(" ".join(v.split()))
+            )
         #: Per kind: its values (longest first, so "Oat Milk" wins over "Milk") and one pattern.
         self.phrases = {
             name: (values, re.compile("|".join(rf"(?<!\w){re.escape(v)}(?!\w)" for v in values), re.I))
