@@ -29,6 +29,7 @@ is a different fact, the hardest negative there is, so cosine alone would drop t
 from __future__ import annotations
 
 import random
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -282,3 +283,5 @@ def dialogue_lists(
             candidates=tuple(candidates),
             group=dialogue.group,
         )
+    dropped = ", ".join(f"{kind} {n}" for kind, n in sorted(miner.dropped.items())) or "none"
+    print(f"paraphrase filter: negatives dropped: {dropped}", file=sys.stderr)
