@@ -57,6 +57,7 @@ from dialogue_ranker.training.converters.dailydialog_pp import convert_dailydial
 from dialogue_ranker.training.converters.dialogue_lists import DIALOGUE_NEGATIVE_KINDS
 from dialogue_ranker.training.converters.persona_chat import PERSONA_NEGATIVES, convert_persona_chat
 from dialogue_ranker.training.converters.sgd import SGD_NEGATIVES, convert_sgd
+from dialogue_ranker.training.converters.statement_variants import STATEMENT_VARIANTS, statement_variants
 from dialogue_ranker.training.converters.sugar import SUGAR_NEGATIVE_KINDS, convert_sugar
 from dialogue_ranker.training.converters.taskmaster import TASKMASTER_NEGATIVES, convert_taskmaster
 from dialogue_ranker.training.converters.taskmaster_reward import convert_taskmaster_reward
@@ -145,6 +146,15 @@ def build_parser() -> argparse.ArgumentParser:
         "drawn from; the dialogue sets' default mixes need it",
     )
     parser.add_argument(
+        "--statement-variants",
+        default=None,
+        metavar="KIND,...",
+        help="any set: follow each train-part list that has statements with copies of it, KIND in "
+        + ", ".join(STATEMENT_VARIANTS)
+        + " (statements dropped, shuffled, or with irrelevant ones of other dialogues added; "
+        "see training/converters/statement_variants.py)",
+    )
+    parser.add_argument(
         "--max-dialogues",
         type=int,
         default=None,
@@ -211,6 +221,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if unknown := sorted(dropped - set(NEGATIVE_KINDS)):
             parser.error(f"--drop-negatives {unknown[0]!r} is not one of {', '.join(NEGATIVE_KINDS)}")
         args.drop_negatives = dropped
+    if args.statement_variants is not None:
+        variants = tuple(k.strip() for k in args.statement_variants.split(",") if k.strip())
+        if not variants or (unknown := sorted(set(variants) - set(STATEMENT_VARIANTS))):
+            parser.error(f"--statement-variants takes KIND,... with KIND in {', '.join(STATEMENT_VARIANTS)}")
+        args.statement_variants = variants
     if not args.source.exists():
         parser.error(f"{args.source} does not exist")
     return args
@@ -233,7 +248,10 @@ def main(argv: list[str] | None = None) -> int:
             extra["retriever"] = args.retriever
         if args.max_dialogues is not None:
             extra["max_dialogues"] = args.max_dialogues
-        count = write_lists(args.out, CONVERTERS[args.dataset](args.source, **extra))
+        lists = CONVERTERS[args.dataset](args.source, **extra)
+        if args.statement_variants:
+            lists = statement_variants(lists, args.statement_variants)
+        count = write_lists(args.out, lists)
     except (OSError, ValueError, KeyError, TypeError) as e:
         problem = f"{type(e).__name__}: {e}"
         print(
