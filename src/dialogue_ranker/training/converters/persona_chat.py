@@ -41,7 +41,8 @@ def read_persona_chat(path: Path) -> list[Dialogue]:
     return dialogues
 
 
-def _contradict(rng: random.Random, dialogue: Dialogue, reply: Reply, known: list[str]) -> str | None:
+def contradict_reply(rng: random.Random, dialogue: Dialogue, reply: Reply, known: list[str]) -> str | None:
+    """The true turn with its sentence that restates a persona line said the other way (or None)."""
     return contradict_persona(dialogue.turns[reply.index][1], reply.situations)
 
 
@@ -58,5 +59,5 @@ def convert_persona_chat(
         dict(PERSONA_NEGATIVES if negatives is None else negatives),
         seed=seed,
         retriever=retriever,
-        contradict=_contradict,
+        contradict=contradict_reply,
     )
