@@ -4,6 +4,13 @@
     ranker convert topical-chat ../shared/data/topical_chat runs/data/topical_chat.jsonl
     ranker convert dailydialog-pp ../shared/data/dailydialog_pp/dev.jsonl runs/data/ddpp.jsonl
     ranker convert written-situations data/written_situations/situations.toml runs/data/written.jsonl
+    ranker convert sgd ../shared/data/sgd/sgd_dev.jsonl.gz runs/data/sgd-dev.jsonl \
+        --retriever models/dialogue-minilm-l6/retriever
+    ranker convert persona-chat ../shared/data/synthetic_persona_chat/spc_test.jsonl.gz \
+        runs/data/persona-chat.jsonl --retriever models/dialogue-minilm-l6/retriever
+    ranker convert taskmaster ../shared/data/taskmaster/tm4_dialogues.jsonl.gz runs/data/taskmaster.jsonl \
+        --retriever models/dialogue-minilm-l6/retriever
+    ranker convert taskmaster-reward ../shared/data/taskmaster runs/data/taskmaster-reward.jsonl
 
 - **sugar**: one list per example: the request, its 12 statements (the gold ones marked
   relevant), its three rated responses. With ``--negatives``, wrong replies (label 0) are added,
@@ -43,6 +50,18 @@
   under a situation that blocks it and one that does not, with plainly worded accepting and
   declining replies (:mod:`training.converters.written_situations`): two lists per scenario, the
   right kind of reply label 1, the other kind label 0. Written here; licensed as the project.
+- **sgd**, **persona-chat**, **taskmaster**: one list per responder turn, the true turn (label 1)
+  against negatives that are on topic but wrong, each named in its ``generator`` (``retrieved``,
+  ``earlier``, ``later``, ``same-service``, ``contradicted``, ``random``:
+  :mod:`training.converters.dialogue_lists`), paraphrases of the true turn filtered out. Persona
+  lines (persona-chat) and API results (taskmaster) are the situations. SGD CC BY-SA 4.0,
+  Synthetic-Persona-Chat and Taskmaster CC BY 4.0.
+- **taskmaster-reward**: Taskmaster-3/4's human-rated agent turns, one list per context, the
+  reward (1.0/0.0) as a probability label: pointwise lists for calibration. CC BY 4.0.
+
+``--statement-variants dropped,shuffled,irrelevant`` (any set) follows each train-part list that
+has statements with copies of it whose statements are dropped, shuffled or padded with irrelevant
+ones (:mod:`training.converters.statement_variants`).
 """
 
 from __future__ import annotations
