@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from collections.abc import Sequence
@@ -86,6 +87,18 @@ def test_dropped_skips_lists_whose_statements_decide_them_and_relevant_indices_f
     assert len(copies) == 1  # shuffled only: its statements decide it, so no dropped copy
     (shuffled,) = copies
     assert [shuffled.situations[i] for i in shuffled.relevant_situations] == ["The store is closed."]
+    # A pointwise list (one rated reply) keeps its dropped copy; a list left with its positive alone does not.
+    rated = RankingList(
+        (Turn("user", "A latte"),), (Candidate("One latte?", 0.0, "rated"),), a, ("menu: Latte",)
+    )
+    only_denied = RankingList(
+        (Turn("user", "Hi"),),
+        (Candidate("I bake.", 1, "human"), Candidate("I don't bake.", 0, "contradicted")),
+        a,
+        ("I bake.",),
+    )
+    copies = list(statement_variants([rated, only_denied], ["dropped"]))
+    assert copies == [rated, dataclasses.replace(rated, situations=()), only_denied]
     with pytest.raises(ValueError, match="not one of"):
         list(statement_variants([other], ["reversed"]))
 

@@ -35,9 +35,16 @@ from dialogue_ranker.training.converters.statement_variants import dropped
 def paired_lists(lists: Sequence[RankingList]) -> tuple[list[RankingList], list[RankingList]]:
     """The lists with statements that do not decide them, and the same lists without statements.
 
-    Both keep the same candidates: the statement-only negatives are left out of each.
+    Both keep the same candidates: the statement-only negatives are left out of each. Lists with
+    one candidate or none appropriate are left out (P@1 says nothing about them).
     """
-    pairs = [(x, d) for x in lists if x.situations for d in [dropped(x)] if d is not None]
+    pairs = [
+        (x, d)
+        for x in lists
+        if x.situations
+        for d in [dropped(x)]
+        if d is not None and len(d.candidates) > 1 and any(c.appropriate for c in d.candidates)
+    ]
     return [dataclasses.replace(x, candidates=d.candidates) for x, d in pairs], [d for _, d in pairs]
 
 

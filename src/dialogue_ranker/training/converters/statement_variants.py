@@ -54,7 +54,9 @@ def dropped(x: RankingList) -> RankingList | None:
     if x.relevant_situations:
         return None
     kept = tuple(c for c in x.candidates if c.generator not in STATEMENT_KINDS)
-    if not any(c.appropriate for c in kept) or len(kept) < 2:
+    # A ranking list left with one candidate ranks nothing; a pointwise list (one rated reply,
+    # for calibration) was one candidate to begin with and stays useful.
+    if not kept or (len(kept) == 1 and len(x.candidates) > 1):
         return None
     return dataclasses.replace(x, situations=(), relevant_situations=(), candidates=kept)
 
