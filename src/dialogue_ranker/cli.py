@@ -44,6 +44,9 @@ COMMANDS: dict[str, Command] = {
     ),
     "card": Command("dialogue_ranker.export.card", "write a bundle's model card from its files"),
     "evaluate": Command("dialogue_ranker.training.evaluate_run", "evaluate a bundle (or a run) per domain"),
+    "statement-effect": Command(
+        "dialogue_ranker.training.statement_effect", "a bundle's P@1 with and without statements, per domain"
+    ),
     "evaluate-sugar": Command("dialogue_ranker.evaluation.sugar_protocol", "SUGAR by the paper's protocol"),
     "evaluate-bank": Command(
         "dialogue_ranker.evaluation.bank_eval", "retrieval, ranker and fused scores on dev banks (--write)"

@@ -4,6 +4,13 @@
     ranker convert topical-chat ../shared/data/topical_chat runs/data/topical_chat.jsonl
     ranker convert dailydialog-pp ../shared/data/dailydialog_pp/dev.jsonl runs/data/ddpp.jsonl
     ranker convert written-situations data/written_situations/situations.toml runs/data/written.jsonl
+    ranker convert sgd ../shared/data/sgd/sgd_dev.jsonl.gz runs/data/sgd-dev.jsonl \
+        --retriever models/dialogue-minilm-l6/retriever
+    ranker convert persona-chat ../shared/data/synthetic_persona_chat/spc_test.jsonl.gz \
+        runs/data/persona-chat.jsonl --retriever models/dialogue-minilm-l6/retriever
+    ranker convert taskmaster ../shared/data/taskmaster/tm4_dialogues.jsonl.gz runs/data/taskmaster.jsonl \
+        --retriever models/dialogue-minilm-l6/retriever
+    ranker convert taskmaster-reward ../shared/data/taskmaster runs/data/taskmaster-reward.jsonl
 
 - **sugar**: one list per example: the request, its 12 statements (the gold ones marked
   relevant), its three rated responses. With ``--negatives``, wrong replies (label 0) are added,
@@ -43,6 +50,18 @@
   under a situation that blocks it and one that does not, with plainly worded accepting and
   declining replies (:mod:`training.converters.written_situations`): two lists per scenario, the
   right kind of reply label 1, the other kind label 0. Written here; licensed as the project.
+- **sgd**, **persona-chat**, **taskmaster**: one list per responder turn, the true turn (label 1)
+  against negatives that are on topic but wrong, each named in its ``generator`` (``retrieved``,
+  ``earlier``, ``later``, ``same-service``, ``contradicted``, ``random``:
+  :mod:`training.converters.dialogue_lists`), paraphrases of the true turn filtered out. Persona
+  lines (persona-chat) and API results (taskmaster) are the situations. SGD CC BY-SA 4.0,
+  Synthetic-Persona-Chat and Taskmaster CC BY 4.0.
+- **taskmaster-reward**: Taskmaster-3/4's human-rated agent turns, one list per context, the
+  reward (1.0/0.0) as a probability label: pointwise lists for calibration. CC BY 4.0.
+
+``--statement-variants dropped,shuffled,irrelevant`` (any set) follows each train-part list that
+has statements with copies of it whose statements are dropped, shuffled or padded with irrelevant
+ones (:mod:`training.converters.statement_variants`).
 """
 
 from __future__ import annotations
@@ -54,7 +73,13 @@ from pathlib import Path
 from dialogue_ranker.data.ranking_data import write_lists
 from dialogue_ranker.data.sugar import GROUPINGS as SUGAR_GROUPINGS
 from dialogue_ranker.training.converters.dailydialog_pp import convert_dailydialog_pp
+from dialogue_ranker.training.converters.dialogue_lists import DIALOGUE_NEGATIVE_KINDS
+from dialogue_ranker.training.converters.persona_chat import PERSONA_NEGATIVES, convert_persona_chat
+from dialogue_ranker.training.converters.sgd import SGD_NEGATIVES, convert_sgd
+from dialogue_ranker.training.converters.statement_variants import STATEMENT_VARIANTS, statement_variants
 from dialogue_ranker.training.converters.sugar import SUGAR_NEGATIVE_KINDS, convert_sugar
+from dialogue_ranker.training.converters.taskmaster import TASKMASTER_NEGATIVES, convert_taskmaster
+from dialogue_ranker.training.converters.taskmaster_reward import convert_taskmaster_reward
 from dialogue_ranker.training.converters.topical_chat import NEGATIVE_KINDS, NEGATIVES, convert_topical_chat
 from dialogue_ranker.training.converters.written_situations import convert_written_situations
 
@@ -63,7 +88,15 @@ CONVERTERS = {
     "topical-chat": convert_topical_chat,
     "dailydialog-pp": convert_dailydialog_pp,
     "written-situations": convert_written_situations,
+    "sgd": convert_sgd,
+    "persona-chat": convert_persona_chat,
+    "taskmaster": convert_taskmaster,
+    "taskmaster-reward": convert_taskmaster_reward,
 }
+#: The turn-level dialogue sets (:mod:`training.converters.dialogue_lists`) and their default mixes.
+DIALOGUE_MIXES = {"sgd": SGD_NEGATIVES, "persona-chat": PERSONA_NEGATIVES, "taskmaster": TASKMASTER_NEGATIVES}
+#: Where ``--retriever`` (the ``retrieved`` kind's encoder) applies.
+RETRIEVER_SETS = ("topical-chat", *DIALOGUE_MIXES)
 
 
 def parse_negatives(text: str, kinds: tuple[str, ...] = NEGATIVE_KINDS) -> dict[str, int]:
@@ -101,7 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
         + ",".join(f"{k}:{n}" for k, n in NEGATIVES.items())
         + "); sugar: wrong replies to add, with KIND in "
         + ", ".join(SUGAR_NEGATIVE_KINDS)
-        + " (default: none)",
+        + " (default: none); sgd, persona-chat, taskmaster: the mix, with KIND in "
+        + ", ".join(DIALOGUE_NEGATIVE_KINDS)
+        + " (defaults: "
+        + "; ".join(f"{d} {','.join(f'{k}:{n}' for k, n in m.items())}" for d, m in DIALOGUE_MIXES.items())
+        + ")",
     )
     parser.add_argument(
         "--reply-max-words",
@@ -123,8 +160,25 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         metavar="DIR",
-        help="topical-chat: the retrieval encoder (a directory with retriever.json, e.g. a bundle's "
-        "retriever/) whose nearest turns the retrieved negatives are drawn from",
+        help="topical-chat, sgd, persona-chat, taskmaster: the retrieval encoder (a directory with "
+        "retriever.json, e.g. a bundle's retriever/) whose nearest turns the retrieved negatives are "
+        "drawn from; the dialogue sets' default mixes need it",
+    )
+    parser.add_argument(
+        "--statement-variants",
+        default=None,
+        metavar="KIND,...",
+        help="any set: follow each train-part list that has statements with copies of it, KIND in "
+        + ", ".join(STATEMENT_VARIANTS)
+        + " (statements dropped, shuffled, or with irrelevant ones of other dialogues added; "
+        "see training/converters/statement_variants.py)",
+    )
+    parser.add_argument(
+        "--max-dialogues",
+        type=int,
+        default=None,
+        metavar="N",
+        help="sgd: a seeded sample of N dialogues of the file (a cap on a large train split)",
     )
     parser.add_argument(
         "--group-by",
@@ -150,8 +204,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.negatives is not None:
         kinds = {"topical-chat": NEGATIVE_KINDS, "sugar": SUGAR_NEGATIVE_KINDS}.get(args.dataset)
+        if args.dataset in DIALOGUE_MIXES:
+            kinds = DIALOGUE_NEGATIVE_KINDS
         if kinds is None:
-            parser.error(f"--negatives is for topical-chat and sugar, not {args.dataset}")
+            mined = ", ".join(("topical-chat", "sugar", *DIALOGUE_MIXES))
+            parser.error(f"--negatives is for {mined}, not {args.dataset}")
         try:
             args.negatives = parse_negatives(args.negatives, kinds)
         except argparse.ArgumentTypeError as e:
@@ -161,11 +218,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"--{flag.replace('_', '-')} is for sugar, not {args.dataset}")
     if args.strip_openers is not None and not 0.0 <= args.strip_openers <= 1.0:
         parser.error(f"--strip-openers {args.strip_openers} is not between 0 and 1")
-    for flag in ("reply_max_words", "drop_negatives", "retriever"):
+    for flag in ("reply_max_words", "drop_negatives"):
         if getattr(args, flag) is not None and args.dataset != "topical-chat":
             parser.error(f"--{flag.replace('_', '-')} is for topical-chat, not {args.dataset}")
-    if args.dataset == "topical-chat" and (args.negatives or {}).get("retrieved") and args.retriever is None:
-        parser.error("--negatives retrieved:N needs --retriever DIR (a retrieval encoder)")
+    if args.retriever is not None and args.dataset not in RETRIEVER_SETS:
+        parser.error(f"--retriever is for {', '.join(RETRIEVER_SETS)}, not {args.dataset}")
+    if args.max_dialogues is not None and (args.dataset != "sgd" or args.max_dialogues < 1):
+        parser.error(f"--max-dialogues takes N >= 1, for sgd only (got {args.max_dialogues}, {args.dataset})")
+    mix = args.negatives or DIALOGUE_MIXES.get(args.dataset, {})
+    if args.dataset in RETRIEVER_SETS and mix.get("retrieved") and args.retriever is None:
+        parser.error(
+            "--negatives retrieved:N (in the default mix of the dialogue sets) needs --retriever DIR "
+            "(a retrieval encoder, e.g. models/dialogue-minilm-l6/retriever), or a --negatives mix without it"
+        )
     if args.retriever is not None and not (args.retriever / "retriever.json").is_file():
         parser.error(f"--retriever {args.retriever}: no retriever.json there")
     if args.reply_max_words is not None and args.reply_max_words < 1:
@@ -175,6 +240,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if unknown := sorted(dropped - set(NEGATIVE_KINDS)):
             parser.error(f"--drop-negatives {unknown[0]!r} is not one of {', '.join(NEGATIVE_KINDS)}")
         args.drop_negatives = dropped
+    if args.statement_variants is not None:
+        variants = tuple(k.strip() for k in args.statement_variants.split(",") if k.strip())
+        if not variants or (unknown := sorted(set(variants) - set(STATEMENT_VARIANTS))):
+            parser.error(f"--statement-variants takes KIND,... with KIND in {', '.join(STATEMENT_VARIANTS)}")
+        args.statement_variants = variants
     if not args.source.exists():
         parser.error(f"{args.source} does not exist")
     return args
@@ -195,7 +265,12 @@ def main(argv: list[str] | None = None) -> int:
             extra["drop_negatives"] = args.drop_negatives
         if args.retriever is not None:
             extra["retriever"] = args.retriever
-        count = write_lists(args.out, CONVERTERS[args.dataset](args.source, **extra))
+        if args.max_dialogues is not None:
+            extra["max_dialogues"] = args.max_dialogues
+        lists = CONVERTERS[args.dataset](args.source, **extra)
+        if args.statement_variants:
+            lists = statement_variants(lists, args.statement_variants)
+        count = write_lists(args.out, lists)
     except (OSError, ValueError, KeyError, TypeError) as e:
         problem = f"{type(e).__name__}: {e}"
         print(
