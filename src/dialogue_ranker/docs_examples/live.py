@@ -1,0 +1,116 @@
+"""The examples answered live: a real ``ranker serve`` on loopback, and the answers written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from dialogue_ranker.docs_examples.pages import regions, render_answer, rewrite
+from dialogue_ranker.docs_examples.registry import EXAMPLES, PAGES, SUPPORT_BANK, Example
+from dialogue_ranker.serving.backends.openvino import openvino_available
+from dialogue_ranker.serving.calibration import runtime_key
+from dialogue_ranker.serving.cpu import amx_bf16, cpu_model, native_bf16
+
+
+def runtime_flags(runtime: str) -> list[str] | None:
+    """``ranker serve`` flags that force ``runtime``, or None when this host cannot run it."""
+    if runtime == "onnx":
+        return ["--backend", "onnx"]
+    precision = runtime.removeprefix("openvino-")
+    if not runtime.startswith("openvino-") or not openvino_available():
+        return None
+    if precision == "bf16" and not native_bf16():
+        return None
+    return ["--backend", "openvino", "--openvino.precision", precision]
+
+
+def machine() -> str:
+    """The CPU, as a caption names it."""
+    kind = "AMX" if amx_bf16() else "AVX-512 BF16" if native_bf16() else "no native bf16"
+    return f"{cpu_model()} ({kind})"
+
+
+class LiveService:
+    """A real ``ranker serve`` on loopback with the examples' bank; answers examples over HTTP."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def get(self, path: str) -> Any:
+        """A GET's JSON answer."""
+        with urllib.request.urlopen(self.url + path, timeout=60) as response:
+            return json.load(response)
+
+    def answer(self, example: Example) -> Any:
+        """The example's JSON answer (a non-200 raises urllib's HTTPError)."""
+        if example.body is None:
+            return self.get(example.path)
+        request = urllib.request.Request(
+            self.url + example.path,
+            data=json.dumps(example.body).encode(),
+            headers={"content-type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.load(response)
+
+    def served(self) -> tuple[str, str]:
+        """The default model's ``name@version`` and the runtime that computes its logits."""
+        model = self.get("/v1/models")["data"][0]
+        return model["model"], runtime_key(model["backend"], model["precision"])
+
+
+@contextmanager
+def live_service(flags: Sequence[str] = (), *, port: int, startup_s: float = 180) -> Iterator[LiveService]:
+    """``ranker serve`` with the shipped model, the examples' bank and ``flags``, until the block ends."""
+    with tempfile.TemporaryDirectory() as scratch:
+        bank = Path(scratch) / "support.jsonl"
+        bank.write_text("".join(json.dumps(line) + "\n" for line in SUPPORT_BANK))
+        command = [
+            sys.executable, "-m", "dialogue_ranker.serving", "--port", str(port), "--log-level", "warning",
+            "--bank", f"support={bank}", "--banks.cache-dir", scratch, *flags,
+        ]  # fmt: skip
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        service = LiveService(f"http://127.0.0.1:{port}")
+        try:
+            _wait_ready(service, process, startup_s)
+            yield service
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def _wait_ready(service: LiveService, process: subprocess.Popen[bytes], startup_s: float) -> None:
+    deadline = time.monotonic() + startup_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            assert process.stderr is not None
+            raise RuntimeError(f"ranker serve exited: {process.stderr.read().decode()[-2000:]}")
+        try:
+            service.get("/readyz")
+            return
+        except (urllib.error.URLError, ConnectionError):
+            time.sleep(0.2)
+    raise RuntimeError(f"ranker serve was not ready within {startup_s:g} s")
+
+
+def write_answers(service: LiveService, pages: Sequence[Path] = PAGES) -> None:
+    """Send every example to ``service`` and write its answer regions."""
+    model, runtime = service.served()
+    where = machine()
+    for page in pages:
+        names = {r.name for r in regions([page]) if r.kind == "answer"}
+        replace = {
+            (n, "answer"): (runtime, render_answer(service.answer(EXAMPLES[n]), model=model, runtime=runtime,
+                                                   machine=where))
+            for n in names
+        }  # fmt: skip
+        page.write_text(rewrite(page.read_text(), replace))
