@@ -31,23 +31,11 @@ import numpy as np
 from dialogue_ranker.data.ranking_data import DataError, RankingList, read_lists
 from dialogue_ranker.evaluation import metrics as m
 from dialogue_ranker.evaluation.bootstrap import Metric, ece_metric, ece_rows, ratio
-from dialogue_ranker.evaluation.domains import ListScorer, held_out, pairs_won, within_context_auc
+from dialogue_ranker.evaluation.domains import COLUMNS, ListScorer, held_out, pairs_won, within_context_auc
 from dialogue_ranker.serving.model_bundle import ModelBundle
 
-#: The metrics a ``lists`` set can gate on, in table order.
-LIST_METRICS = (
-    "precision_at_1",
-    "ndcg_at_3",
-    "mrr",
-    "r1_of_10",
-    "auc_adversarial",
-    "auc_random",
-    "pair_agreement",
-    "situation_flip",
-    "contradicted",
-    "abstention_accuracy",
-    "ece",
-)
+#: The metrics a ``lists`` set can gate on: the per-domain evaluation's columns, in its order.
+LIST_METRICS = COLUMNS
 KINDS = ("lists", "handmade", "bank")
 
 
