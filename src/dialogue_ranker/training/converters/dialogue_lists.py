@@ -90,6 +90,15 @@ class Dialogue:
 Contradict = Callable[[random.Random, Dialogue, Reply, list[str]], str | None]
 
 
+def contradict_by(swap: Callable[[random.Random, str, list[str]], str | None]) -> Contradict:
+    """A :data:`Contradict` that applies ``swap(rng, true_turn_text, known)`` to the reply's own turn."""
+
+    def contradict(rng: random.Random, dialogue: Dialogue, reply: Reply, known: list[str]) -> str | None:
+        return swap(rng, dialogue.turns[reply.index][1], known)
+
+    return contradict
+
+
 _MONTHS_DAYS = frozenset(
     "january february march april may june july august september october november december "
     "monday tuesday wednesday thursday friday saturday sunday".split()

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from dialogue_ranker.data.ranking_data import RankingList
 from dialogue_ranker.training.converters.contradicted_replies import ValueSwapper
-from dialogue_ranker.training.converters.dialogue_lists import Dialogue, Reply, dialogue_lists
+from dialogue_ranker.training.converters.dialogue_lists import Dialogue, Reply, contradict_by, dialogue_lists
 
 #: Nine negatives per list, so a list is "1 of 10" as Topical-Chat's. Kinds that find too few
 #: (no later turn, no value to swap) are topped up with ``random``.
@@ -71,13 +71,10 @@ def convert_sgd(
     dialogues = read_sgd(source, max_dialogues=max_dialogues, seed=seed)
     swapper = ValueSwapper(text for d in dialogues for _, text in d.turns)
 
-    def contradict(rng: random.Random, dialogue: Dialogue, reply: Reply, known: list[str]) -> str | None:
-        return swapper.swap(rng, dialogue.turns[reply.index][1], known)
-
     yield from dialogue_lists(
         dialogues,
         dict(SGD_NEGATIVES if negatives is None else negatives),
         seed=seed,
         retriever=retriever,
-        contradict=contradict,
+        contradict=contradict_by(swapper.swap),
     )

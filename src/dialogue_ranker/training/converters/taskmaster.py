@@ -15,14 +15,13 @@ CC BY 4.0: a model trained on it may ship, with attribution.
 from __future__ import annotations
 
 import json
-import random
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
 from dialogue_ranker.data.ranking_data import RankingList
 from dialogue_ranker.training.converters.contradicted_replies import ValueSwapper
-from dialogue_ranker.training.converters.dialogue_lists import Dialogue, Reply, dialogue_lists
+from dialogue_ranker.training.converters.dialogue_lists import Dialogue, Reply, contradict_by, dialogue_lists
 from dialogue_ranker.training.converters.sgd import read_jsonl_gz
 
 TASKMASTER_NEGATIVES = {"retrieved": 4, "earlier": 1, "later": 2, "contradicted": 1, "random": 1}
@@ -147,13 +146,10 @@ def convert_taskmaster(
     corpus = (text for d in dialogues for _, text in d.turns)
     swapper = ValueSwapper(corpus, {kind: sorted(values) for kind, values in phrases.items()})
 
-    def contradict(rng: random.Random, dialogue: Dialogue, reply: Reply, known: list[str]) -> str | None:
-        return swapper.swap(rng, dialogue.turns[reply.index][1], known)
-
     yield from dialogue_lists(
         dialogues,
         dict(TASKMASTER_NEGATIVES if negatives is None else negatives),
         seed=seed,
         retriever=retriever,
-        contradict=contradict,
+        contradict=contradict_by(swapper.swap),
     )
