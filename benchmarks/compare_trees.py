@@ -13,34 +13,21 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from dialogue_ranker.bench.cli import machine_line  # noqa: E402
-from dialogue_ranker.bench.load import free_port, run_load  # noqa: E402
+from dialogue_ranker.bench.load import Service, run_load, start_service  # noqa: E402
 from dialogue_ranker.bench.workload import bench_requests  # noqa: E402
 
 
-def serve(tree: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
+def serve(tree: Path) -> Service:
     env = {**os.environ, "PYTHONPATH": str(tree / "src"), "HF_HUB_OFFLINE": "1"}
-    command = [sys.executable, "-m", "dialogue_ranker.serving", "--port", str(port), "--log-level", "warning",
-               "--backend", "onnx", "--ranking.logit-cache-entries", "0",
-               "--model", str(tree / "models" / "dialogue-minilm-l6")]  # fmt: skip
-    process = subprocess.Popen(command, env=env, cwd=tree)
-    for _ in range(600):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2)
-            return process, port
-        except OSError:
-            time.sleep(0.2)
-    process.terminate()
-    raise SystemExit(f"{tree}: not ready")
+    flags = ["--backend", "onnx", "--ranking.logit-cache-entries", "0",
+             "--model", str(tree / "models" / "dialogue-minilm-l6")]  # fmt: skip
+    return start_service(str(tree), flags, env=env, cwd=tree)
 
 
 def main() -> None:
@@ -56,8 +43,8 @@ def main() -> None:
     servers = {f"before ({args.before})": serve(args.before), f"after ({args.after})": serve(args.after)}
     try:
         requests, source = bench_requests()
-        for _, port in servers.values():
-            run_load(port, requests, 4, 2.0)  # warm-up
+        for service in servers.values():
+            run_load(service.port, requests, 4, 2.0)  # warm-up
         print(machine_line())
         print(source)
         for clients in (int(c) for c in args.clients.split(",")):
@@ -65,15 +52,15 @@ def main() -> None:
             for round_ in range(args.rounds):
                 order = list(servers) if round_ % 2 == 0 else list(reversed(servers))
                 for label in order:
-                    load = run_load(servers[label][1], requests, clients, args.seconds)
+                    load = run_load(servers[label].port, requests, clients, args.seconds)
                     rates[label].append(load.candidates_per_s)
             for label, values in rates.items():
                 rounds = ", ".join(f"{v:.0f}" for v in values)
                 median = statistics.median(values)
                 print(f"{clients} clients, {label}: median {median:.1f} pairs/s (rounds: {rounds})")
     finally:
-        for process, _ in servers.values():
-            process.terminate()
+        for service in servers.values():
+            service.stop()
 
 
 if __name__ == "__main__":

@@ -229,7 +229,6 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="also rewrite the examples' answers from the shipped model (starts `ranker serve`)",
     )
-    parser.add_argument("--port", type=int, default=8765, help="loopback port of --examples' service")
     args = parser.parse_args(argv)
     # The example regions live in the repository's own pages (the README too), not under --docs-dir.
     with_examples = args.docs_dir.resolve() == DOCS_DIR.resolve()
@@ -248,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
         docs_examples.write_requests()
         print("wrote the example requests")
     if args.examples:
-        with docs_examples.live_service(port=args.port) as service:
+        with docs_examples.live_service() as service:
             docs_examples.write_answers(service)
         print("wrote the example answers")
 

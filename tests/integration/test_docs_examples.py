@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import free_port
 
 from dialogue_ranker import docs_examples
 from dialogue_ranker.docs_examples import EXAMPLES, LiveService, Region
@@ -37,7 +36,7 @@ def services() -> Iterator[dict[str, tuple[LiveService, docs_examples.Tolerance]
         for runtime in RUNTIMES:
             flags = docs_examples.runtime_flags(runtime)
             tolerance = docs_examples.SAME_RUNTIME if flags is not None else docs_examples.OTHER_RUNTIME
-            context = docs_examples.live_service(flags or ["--backend", "onnx"], port=free_port())
+            context = docs_examples.live_service(flags or ["--backend", "onnx"])
             running[runtime] = (context.__enter__(), tolerance)
             contexts.append(context)
         yield running

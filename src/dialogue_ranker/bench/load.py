@@ -12,12 +12,14 @@ import json
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -49,8 +51,19 @@ class Service:
         self.process.wait(timeout=30)
 
 
-def start_service(label: str, flags: Sequence[str], *, startup_s: float = 300) -> Service:
+def start_service(
+    label: str,
+    flags: Sequence[str],
+    *,
+    startup_s: float = 300,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Service:
     """``ranker serve`` on a free port with ``flags``, once ``/readyz`` answers 200.
+
+    ``env`` and ``cwd`` are the process's (default: this one's), e.g. another checkout's ``src/``.
+    Its log goes to a temporary file, not a pipe nobody reads while it serves (a full pipe would
+    stall it); the file's end is the error when it exits early.
 
     Raises:
         RuntimeError: the process exited or was not ready in time.
@@ -59,12 +72,13 @@ def start_service(label: str, flags: Sequence[str], *, startup_s: float = 300) -
     command = [sys.executable, "-m", "dialogue_ranker.serving", "--port", str(port), "--log-level", "warning",
                *flags]  # fmt: skip
     started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = tempfile.TemporaryFile()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, env=env, cwd=cwd)
     service = Service(label, flags, port, process)
     while time.perf_counter() - started < startup_s:
         if process.poll() is not None:
-            assert process.stderr is not None
-            raise RuntimeError(f"{label}: ranker serve exited: {process.stderr.read().decode()[-1500:]}")
+            log.seek(0)
+            raise RuntimeError(f"{label}: ranker serve exited: {log.read().decode()[-1500:]}")
         try:
             service.get("/readyz")
             service.ready_s = time.perf_counter() - started

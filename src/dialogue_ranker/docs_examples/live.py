@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -14,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from dialogue_ranker.bench.load import start_service
 from dialogue_ranker.docs_examples.pages import regions, render_answer, rewrite
 from dialogue_ranker.docs_examples.registry import EXAMPLES, PAGES, SUPPORT_BANK, Example
 from dialogue_ranker.serving.backends.openvino import openvino_available
@@ -69,37 +67,17 @@ class LiveService:
 
 
 @contextmanager
-def live_service(flags: Sequence[str] = (), *, port: int, startup_s: float = 180) -> Iterator[LiveService]:
+def live_service(flags: Sequence[str] = (), *, startup_s: float = 180) -> Iterator[LiveService]:
     """``ranker serve`` with the shipped model, the examples' bank and ``flags``, until the block ends."""
     with tempfile.TemporaryDirectory() as scratch:
         bank = Path(scratch) / "support.jsonl"
         bank.write_text("".join(json.dumps(line) + "\n" for line in SUPPORT_BANK))
-        command = [
-            sys.executable, "-m", "dialogue_ranker.serving", "--port", str(port), "--log-level", "warning",
-            "--bank", f"support={bank}", "--banks.cache-dir", scratch, *flags,
-        ]  # fmt: skip
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        service = LiveService(f"http://127.0.0.1:{port}")
+        bank_flags = ["--bank", f"support={bank}", "--banks.cache-dir", scratch]
+        service = start_service("the docs' examples", [*bank_flags, *flags], startup_s=startup_s)
         try:
-            _wait_ready(service, process, startup_s)
-            yield service
+            yield LiveService(f"http://127.0.0.1:{service.port}")
         finally:
-            process.terminate()
-            process.wait(timeout=30)
-
-
-def _wait_ready(service: LiveService, process: subprocess.Popen[bytes], startup_s: float) -> None:
-    deadline = time.monotonic() + startup_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            assert process.stderr is not None
-            raise RuntimeError(f"ranker serve exited: {process.stderr.read().decode()[-2000:]}")
-        try:
-            service.get("/readyz")
-            return
-        except (urllib.error.URLError, ConnectionError):
-            time.sleep(0.2)
-    raise RuntimeError(f"ranker serve was not ready within {startup_s:g} s")
+            service.stop()
 
 
 def write_answers(service: LiveService, pages: Sequence[Path] = PAGES) -> None:
