@@ -234,10 +234,34 @@ def test_references_must_name_earlier_stages_of_the_right_kind():
     topical = TINY.replace('"sugar", source = "src/sugar.jsonl"', '"topical-chat", source = "t"')
     grouped = topical.replace('source = "t"', 'source = "t", group_by = "request"')
     assert "group_by is for dataset 'sugar'" in bad(grouped)
-    for option in ("reply_max_words = 12", 'retriever = "models/x/retriever"'):
-        assert "reply_max_words, drop_negatives and retriever are for dataset 'topical-chat'" in bad(
-            TINY.replace('source = "src/sugar.jsonl"', f'source = "src/sugar.jsonl", {option}')
-        )
+    on_sugar = 'source = "src/sugar.jsonl"'
+    assert "reply_max_words and drop_negatives are for dataset 'topical-chat'" in bad(
+        TINY.replace(on_sugar, f"{on_sugar}, reply_max_words = 12")
+    )
+    assert "retriever is for datasets topical-chat, sgd, persona-chat, taskmaster" in bad(
+        TINY.replace(on_sugar, f'{on_sugar}, retriever = "models/x/retriever"')
+    )
+    assert "max_dialogues is for dataset 'sgd'" in bad(
+        TINY.replace(on_sugar, f"{on_sugar}, max_dialogues = 9")
+    )
+
+
+def test_a_dialogue_set_converts_with_its_retriever_sample_and_statement_variants(tmp_path):
+    sgd = TINY.replace(
+        '"sugar", source = "src/sugar.jsonl"',
+        '"sgd", source = "src/sugar.jsonl", retriever = "models/x/retriever", max_dialogues = 50, '
+        'statement_variants = "dropped,irrelevant"',
+    )
+    plan = Plan(fake_repo(tmp_path, sgd))
+    argv = next(argv for step in plan.steps for _, argv in step.commands if argv[:2] == ["convert", "sgd"])
+    assert argv[-6:] == [
+        "--retriever",
+        "models/x/retriever",
+        "--max-dialogues",
+        "50",
+        "--statement-variants",
+        "dropped,irrelevant",
+    ]
 
 
 def test_a_users_own_file_plugs_in_by_path_and_a_missing_one_is_refused_before_anything_runs(tmp_path):

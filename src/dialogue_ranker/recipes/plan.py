@@ -100,6 +100,8 @@ class Plan:
         argv += ["--reply-max-words", str(conv.reply_max_words)] if conv.reply_max_words else []
         argv += ["--drop-negatives", conv.drop_negatives] if conv.drop_negatives else []
         argv += ["--retriever", conv.retriever] if conv.retriever else []
+        argv += ["--max-dialogues", str(conv.max_dialogues)] if conv.max_dialogues else []
+        argv += ["--statement-variants", conv.statement_variants] if conv.statement_variants else []
         return argv + (["--group-by", conv.group_by] if conv.group_by else [])
 
     def _command(self, stage: _Stage) -> list[str]:

@@ -62,10 +62,23 @@ def _weighted(entry: str) -> tuple[str, float | None]:
     return entry, None
 
 
+#: The datasets whose ``retrieved`` negatives come from a retrieval encoder.
+RETRIEVED_NEGATIVES = ("topical-chat", "sgd", "persona-chat", "taskmaster")
+
+
 class Conversion(_Strict):
     """One ``ranker convert`` call: its dataset, source (file or folder), negative mix and grouping."""
 
-    dataset: Literal["sugar", "topical-chat", "dailydialog-pp", "written-situations"]
+    dataset: Literal[
+        "sugar",
+        "topical-chat",
+        "dailydialog-pp",
+        "written-situations",
+        "sgd",
+        "persona-chat",
+        "taskmaster",
+        "taskmaster-reward",
+    ]
     source: str = Field(min_length=1)
     negatives: str | None = None
     #: SUGAR only: ``request`` splits by request text (``ranker convert --group-by``).
@@ -74,16 +87,26 @@ class Conversion(_Strict):
     #: kinds left out (``ranker convert --reply-max-words``, ``--drop-negatives``).
     reply_max_words: int | None = Field(default=None, ge=1)
     drop_negatives: str | None = None
-    #: Topical-Chat only: the retrieval encoder ``retrieved`` negatives need (``--retriever``).
+    #: The retrieval encoder ``retrieved`` negatives need (``--retriever``): Topical-Chat and the
+    #: dialogue sets (SGD, persona-chat, Taskmaster).
     retriever: str | None = None
+    #: SGD only: a seeded sample of this many dialogues (``--max-dialogues``).
+    max_dialogues: int | None = Field(default=None, ge=1)
+    #: Copies of each train list with its statements dropped, shuffled or padded with irrelevant
+    #: ones (``--statement-variants``, e.g. ``"dropped,shuffled,irrelevant"``).
+    statement_variants: str | None = None
 
     @model_validator(mode="after")
     def _options_fit_the_dataset(self) -> Conversion:
         if self.group_by is not None and self.dataset != "sugar":
             raise ValueError("group_by is for dataset 'sugar'")
-        topical = (self.reply_max_words is not None, bool(self.drop_negatives), self.retriever is not None)
+        topical = (self.reply_max_words is not None, bool(self.drop_negatives))
         if any(topical) and self.dataset != "topical-chat":
-            raise ValueError("reply_max_words, drop_negatives and retriever are for dataset 'topical-chat'")
+            raise ValueError("reply_max_words and drop_negatives are for dataset 'topical-chat'")
+        if self.retriever is not None and self.dataset not in RETRIEVED_NEGATIVES:
+            raise ValueError(f"retriever is for datasets {', '.join(RETRIEVED_NEGATIVES)}")
+        if self.max_dialogues is not None and self.dataset != "sgd":
+            raise ValueError("max_dialogues is for dataset 'sgd'")
         return self
 
 
