@@ -50,7 +50,7 @@ class CacheFillError(Exception):
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse the service's settings, fill the banks' cache; exit 1 saying why when it cannot."""
-    source = CliSettingsSource(Settings, cli_prog_name=PROG)
+    source: CliSettingsSource[Settings] = CliSettingsSource(Settings, cli_prog_name=PROG)
     args = list(sys.argv[1:] if argv is None else argv)
     settings = CliApp.run(Settings, cli_args=args, cli_settings_source=source)
     logging.basicConfig(level=settings.log_level.upper(), format=LOG_FORMAT)
