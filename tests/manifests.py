@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -11,10 +12,12 @@ from typing import Any
 import pytest
 import yaml
 
-from dialogue_ranker.serving.settings import REPO_ROOT
+from dialogue_ranker.serving.settings import REPO_ROOT, Settings
 
 DEPLOY = REPO_ROOT / "deploy"
 OVERLAYS = ("cpu", "gpu")
+#: The pods that mount a volume writable so that files can be put on it with kubectl cp.
+LOADERS = (DEPLOY / "overlays" / "gpu" / "loader", DEPLOY / "components" / "bank-volume" / "loader")
 DASHBOARD = DEPLOY / "base" / "dashboards" / "ranking-service.json"
 
 Manifest = dict[str, Any]
@@ -47,3 +50,13 @@ def one(manifests: list[Manifest], kind: str, name_prefix: str) -> Manifest:
     found = [m for m in manifests if m["kind"] == kind and m["metadata"]["name"].startswith(name_prefix)]
     assert len(found) == 1, f"expected one {kind} {name_prefix}*, found {len(found)}"
     return found[0]
+
+
+def settings_from(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The service's settings from a settings ConfigMap's variables alone."""
+    # Only the ConfigMap's variables: a RANKER_* variable of the test environment must not leak in.
+    for name in [n for n in os.environ if n.upper().startswith("RANKER_")]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return Settings()

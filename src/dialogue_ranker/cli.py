@@ -23,6 +23,9 @@ class Command(NamedTuple):
 
 COMMANDS: dict[str, Command] = {
     "serve": Command("dialogue_ranker.serving.__main__", "serve models over HTTP (the service)"),
+    "bank-cache": Command(
+        "dialogue_ranker.serving.bank_cache", "embed the --bank files once and write their vector cache"
+    ),
     "convert": Command("dialogue_ranker.training.convert", "turn a public dataset into ranking lists"),
     "train": Command("dialogue_ranker.training.train", "train a shared-prefix ranker on ranking lists"),
     "train-retriever": Command(

@@ -10,13 +10,12 @@ class, never from a copied list. The dashboard's and alerts' queries: ``test_das
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 import kubernetes_validate
 import pytest
-from manifests import DEPLOY, OVERLAYS, Manifest, one, render, render_overlays
+from manifests import DEPLOY, LOADERS, OVERLAYS, Manifest, one, render, render_overlays, settings_from
 from pydantic import BaseModel
 
 from dialogue_ranker.serving.cpu import available_cpus, batch_workers, intra_op_threads
@@ -58,15 +57,6 @@ def _settings_env(manifests: list[Manifest]) -> dict[str, str]:
     return one(manifests, "ConfigMap", "ranking-service-settings")["data"]
 
 
-def _settings_from(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Settings:
-    # Only the ConfigMap's variables: a RANKER_* variable of the test environment must not leak in.
-    for name in [n for n in os.environ if n.upper().startswith("RANKER_")]:
-        monkeypatch.delenv(name)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    return Settings()
-
-
 def _env_names(model: type[BaseModel], prefix: str, delimiter: str) -> set[str]:
     """Every leaf field's environment variable, nested groups joined by the delimiter."""
     names: set[str] = set()
@@ -105,8 +95,8 @@ def test_the_repository_loader_renders() -> None:
 def test_every_built_in_object_validates_strictly_against_the_kubernetes_schemas(
     rendered: dict[str, list[Manifest]], version: str
 ) -> None:
-    loader = render(DEPLOY / "overlays" / "gpu" / "loader")
-    objects = [m for ms in rendered.values() for m in ms] + loader
+    loaders = [m for directory in LOADERS for m in render(directory)]
+    objects = [m for ms in rendered.values() for m in ms] + loaders
     built_in = [m for m in objects if m["kind"] not in CRD_KINDS]
     assert len(built_in) >= 20
     for manifest in built_in:
@@ -174,7 +164,7 @@ def test_every_ranker_variable_in_the_config_maps_is_a_settings_field(
 def test_the_settings_config_map_is_accepted_by_settings(
     rendered: dict[str, list[Manifest]], overlay: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = _settings_from(_settings_env(rendered[overlay]), monkeypatch)
+    settings = settings_from(_settings_env(rendered[overlay]), monkeypatch)
     assert settings.backend == {"cpu": "auto", "gpu": "triton"}[overlay]
     assert settings.host == "0.0.0.0"
 
@@ -185,7 +175,7 @@ def test_probes_point_at_healthz_and_readyz_on_the_port_the_service_listens_on(
 ) -> None:
     manifests = rendered[overlay]
     container = _container(_gateway(manifests))
-    port = _settings_from(_settings_env(manifests), monkeypatch).port
+    port = settings_from(_settings_env(manifests), monkeypatch).port
     probes = {
         kind: container[kind]["httpGet"] for kind in ("startupProbe", "livenessProbe", "readinessProbe")
     }
@@ -206,7 +196,7 @@ def test_the_pod_drains_before_sigterm_and_finishes_requests_within_the_grace_pe
     manifests = rendered[overlay]
     pod = _gateway(manifests)["spec"]["template"]["spec"]
     pre_stop_s = _container(_gateway(manifests))["lifecycle"]["preStop"]["sleep"]["seconds"]
-    settings = _settings_from(_settings_env(manifests), monkeypatch)
+    settings = settings_from(_settings_env(manifests), monkeypatch)
     assert pre_stop_s >= 5
     # A request in flight at SIGTERM may run its whole timeout; the shutdown must wait that long.
     assert settings.shutdown_timeout_s >= settings.limits.request_timeout_s
@@ -243,7 +233,7 @@ def test_the_guidelines_config_map_is_mounted_where_ranker_guidelines_points(
     rendered: dict[str, list[Manifest]], overlay: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     manifests = rendered[overlay]
-    settings = _settings_from(_settings_env(manifests), monkeypatch)
+    settings = settings_from(_settings_env(manifests), monkeypatch)
     config_map = one(manifests, "ConfigMap", "ranking-service-guidelines")
     pod = _gateway(manifests)["spec"]["template"]["spec"]
     (volume,) = [
@@ -264,7 +254,7 @@ def test_onnx_runtime_threads_follow_the_cpu_overlays_whole_core_limit(
     resources = _container(_gateway(manifests))["resources"]
     cores = _cpu_cores(resources["requests"]["cpu"])
     assert cores == int(cores) and _cpu_cores(resources["limits"]["cpu"]) == cores
-    settings = _settings_from(_settings_env(manifests), monkeypatch)
+    settings = settings_from(_settings_env(manifests), monkeypatch)
     onnx, workers = settings.onnx, settings.batching.workers
     assert (onnx.intra_op_threads, onnx.solo_threads, workers, onnx.inter_op_threads) == (0, 0, 0, 1)
     # The kubelet writes the limit to the pod's cgroup as cpu.max: quota and period in microseconds.
@@ -314,7 +304,7 @@ def test_the_gateway_reaches_triton_grpc_through_its_service_and_network_policy(
     rendered: dict[str, list[Manifest]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     manifests = rendered["gpu"]
-    host, port = _settings_from(_settings_env(manifests), monkeypatch).triton.url.rsplit(":", 1)
+    host, port = settings_from(_settings_env(manifests), monkeypatch).triton.url.rsplit(":", 1)
     service = one(manifests, "Service", "ranking-triton")
     assert service["metadata"]["name"] == host
     (grpc,) = [p for p in service["spec"]["ports"] if p["port"] == int(port)]
