@@ -68,13 +68,17 @@ class _RequestLine(BaseModel):
     candidates: list[_LoggedCandidate]
 
 
+_Grade = Annotated[StrictInt, Field(ge=0, le=2)]
+_Probability = Annotated[StrictFloat, Field(ge=0.0, le=1.0)]
+
+
 class _FeedbackLine(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     format: Literal[1]
     request_id: str
     candidate_id: str
-    label: Annotated[StrictInt, Field(ge=0, le=2)] | Annotated[StrictFloat, Field(ge=0.0, le=1.0)] | None = None
+    label: _Grade | _Probability | None = None
     reward: Annotated[float, Field(ge=-1.0, le=1.0)] | None = None
 
     def joined_label(self, origin: str) -> int | float:
@@ -165,7 +169,8 @@ def join_logs(directory: str | Path) -> JoinedLogs:
             if logged is None or judgement.candidate_id not in {c.id for c in logged[1].candidates}:
                 unmatched += 1
                 continue
-            labels.setdefault(judgement.request_id, {})[judgement.candidate_id] = judgement.joined_label(origin)
+            label = judgement.joined_label(origin)
+            labels.setdefault(judgement.request_id, {})[judgement.candidate_id] = label
     lists = [
         _ranking_list(request, labels[request_id], origin)
         for request_id, (origin, request) in requests.items()

@@ -1,4 +1,4 @@
-"""OpenAPI examples: ``POST /rank`` (socialbot, situated (SUGAR), agent-action (ABCD)), ``POST /v1/feedback``."""
+"""OpenAPI examples: ``POST /rank`` (socialbot, situated, agent-action requests), ``POST /v1/feedback``."""
 
 from __future__ import annotations
 

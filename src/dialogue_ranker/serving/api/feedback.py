@@ -143,7 +143,9 @@ async def feedback(
     matched = logs.feedback(
         request_id=body.request_id, candidate_id=body.candidate_id, label=body.label, reward=body.reward
     )
-    return FeedbackOut(request_id=body.request_id, candidate_id=body.candidate_id, label=label, matched=matched)
+    return FeedbackOut(
+        request_id=body.request_id, candidate_id=body.candidate_id, label=label, matched=matched
+    )
 
 
 router = APIRouter(tags=["feedback"])

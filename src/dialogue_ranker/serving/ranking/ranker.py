@@ -10,8 +10,9 @@
 It takes and returns plain dataclasses; the API layer maps them to its schemas, so this package
 knows nothing of HTTP. With request logs on (``--logs.dir``) the ranker hands each ranked request
 to them here, the one place where the request, its candidates (a bank's, with their texts) and
-the answer are all known; they queue the line and return at once. :mod:`dialogue_ranker.serving.runtime` builds the three steps of each served
-model and hands them to its Ranker.
+the answer are all known; they queue the line and return at once.
+:mod:`dialogue_ranker.serving.runtime` builds the three steps of each served model and hands
+them to its Ranker.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ import logging
 import time
 
 from dialogue_ranker.serving.rank_query import RankQuery, RankResult
-from dialogue_ranker.serving.request_logs import RequestLogs
 from dialogue_ranker.serving.ranking.candidates import CandidateGatherer
 from dialogue_ranker.serving.ranking.reading import ScoreReader
 from dialogue_ranker.serving.ranking.scorer import LogitScorer
 from dialogue_ranker.serving.ranking.steps import Candidates
+from dialogue_ranker.serving.request_logs import RequestLogs
 from dialogue_ranker.serving.settings import RankingSettings
 
 logger = logging.getLogger(__name__)

@@ -10,6 +10,6 @@ The reader that joins requests and feedback into labelled ranking lists is in th
 (:mod:`dialogue_ranker.data.feedback_logs`).
 """
 
-from dialogue_ranker.serving.request_logs.logs import LogsError, RequestLogs
+from dialogue_ranker.serving.request_logs.logs import LogsError, RequestLogs, check_logs
 
-__all__ = ["LogsError", "RequestLogs"]
+__all__ = ["LogsError", "RequestLogs", "check_logs"]

@@ -31,6 +31,18 @@ def log_files(directory: Path, kind: str) -> list[Path]:
     return sorted(path for path in directory.iterdir() if pattern.fullmatch(path.name))
 
 
+def check_writable(directory: Path) -> None:
+    """Make ``directory`` if missing and write (then delete) a file in it.
+
+    Raises:
+        OSError: it cannot be made or written.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    probe = directory / ".ranker-write-check"
+    probe.write_bytes(b"")
+    probe.unlink()
+
+
 class RotatingJsonl:
     """Appends lines to the newest ``kind`` file of ``directory``; a new file before one passes ``max_bytes``.
 

@@ -20,6 +20,7 @@ from dialogue_ranker.serving.errors import Overloaded, UnknownCandidate
 from dialogue_ranker.serving.guidelines import MaskReason
 from dialogue_ranker.serving.metrics import Metrics
 from dialogue_ranker.serving.rank_query import Candidate, RankQuery, RankResult
+from dialogue_ranker.serving.request_logs.files import check_writable
 from dialogue_ranker.serving.request_logs.lines import FEEDBACK, REQUESTS, feedback_line, request_line
 from dialogue_ranker.serving.request_logs.recent import RecentRequests
 from dialogue_ranker.serving.request_logs.writer import LineWriter
@@ -31,6 +32,19 @@ LISTED_IDS = 10
 
 class LogsError(Exception):
     """The logs directory (``--logs.dir``) cannot be made or written."""
+
+
+def check_logs(settings: LogsSettings) -> None:
+    """Refuse a logs directory that cannot be written, before the service starts (nothing when off).
+
+    Raises:
+        LogsError: ``settings.dir`` cannot be made or written.
+    """
+    if settings.dir is not None:
+        try:
+            check_writable(settings.dir)
+        except OSError as e:
+            raise LogsError(f"--logs.dir {settings.dir}: cannot be written ({type(e).__name__}: {e})") from e
 
 
 class RequestLogs:
@@ -59,11 +73,9 @@ class RequestLogs:
         """
         if settings.dir is None:
             return None
+        check_logs(settings)
         logs = cls(settings, settings.dir, metrics)
-        try:
-            logs.writer.start()
-        except OSError as e:
-            raise LogsError(f"--logs.dir {settings.dir}: cannot be written ({type(e).__name__}: {e})") from None
+        logs.writer.start()
         return logs
 
     def ranked(
@@ -104,9 +116,11 @@ class RequestLogs:
         known = self.recent.candidates(request_id)
         if known is not None and candidate_id not in known:
             self.metrics.feedback.labels("unknown_candidate").inc()
-            listed = ", ".join(repr(c) for c in known[:LISTED_IDS]) + (", ..." if len(known) > LISTED_IDS else "")
+            listed = ", ".join(repr(c) for c in known[:LISTED_IDS])
+            more = ", ..." if len(known) > LISTED_IDS else ""
             raise UnknownCandidate(
-                f"candidate_id: request {request_id!r} had no candidate {candidate_id!r} (its candidates: {listed})"
+                f"candidate_id: request {request_id!r} had no candidate {candidate_id!r} "
+                f"(its candidates: {listed}{more})"
             )
         matched = known is not None
         build = functools.partial(

@@ -47,15 +47,7 @@ class LineWriter:
         self._last_error_log = -ERROR_LOG_INTERVAL_S
 
     def start(self) -> None:
-        """Check that the directory can be written, then start the thread.
-
-        Raises:
-            OSError: the directory cannot be made or written.
-        """
-        self.directory.mkdir(parents=True, exist_ok=True)
-        probe = self.directory / ".ranker-write-check"
-        probe.write_bytes(b"")
-        probe.unlink()
+        """Start the thread (the first line of each kind opens its first file)."""
         self._thread.start()
 
     def offer(self, kind: str, build: LineBuilder) -> bool:
