@@ -115,7 +115,7 @@ class AuthSettings(BaseModel):
 
 
 class LogsSettings(BaseModel):
-    """Request and feedback logs, off unless ``dir`` is set: what a team fine-tunes on (``ranker adapt``).
+    """Request and feedback logs, off unless ``dir`` is set: the labelled lists a team fine-tunes on.
 
     Each ranked request (/rank and the rerank routes) becomes a line of ``requests-*.jsonl`` and
     each ``POST /v1/feedback`` a line of ``feedback-*.jsonl`` in ``dir`` (docs/guides/logs-and-feedback.md).
@@ -160,9 +160,9 @@ class LogsSettings(BaseModel):
     recent_requests: int = Field(
         10_000,
         ge=0,
-        description="Logged requests whose ids and candidate ids are kept in memory (about 1 KB each), so "
-        "that POST /v1/feedback refuses a candidate id its request did not have (404) and says whether "
-        "it matched; feedback for a request not held (older, another replica) is still written.",
+        description="Logged requests whose ids and candidate ids are kept in memory, so that POST "
+        "/v1/feedback refuses a candidate id its request did not have (404) and says whether it matched; "
+        "feedback for a request not held (older, another replica, not sampled) is still written.",
     )
 
 
