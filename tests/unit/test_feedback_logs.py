@@ -40,9 +40,21 @@ def request(
     return request_line(query, candidates, reasons, result, request_id=request_id, time_s=0.0, texts=texts)
 
 
-def judgement(request_id: str, candidate_id: str, *, label: float | None = None, reward: float | None = None):
+def judgement(
+    request_id: str,
+    candidate_id: str,
+    *,
+    label: float | None = None,
+    reward: float | None = None,
+    at_s: float = 0,
+) -> dict[str, Any]:
     return feedback_line(
-        request_id=request_id, candidate_id=candidate_id, label=label, reward=reward, matched=True, time_s=0.0
+        request_id=request_id,
+        candidate_id=candidate_id,
+        label=label,
+        reward=reward,
+        matched=True,
+        time_s=at_s,
     )
 
 
@@ -78,6 +90,17 @@ def test_the_last_judgement_of_a_candidate_wins_across_files(tmp_path: Path) -> 
     )
     assert len(list(tmp_path.glob("feedback-*.jsonl"))) == 2
     assert [c.label for c in lists_from_logs(tmp_path)[0].candidates] == [0]
+
+
+def test_replicas_directories_are_joined_from_their_parent_and_the_latest_judgement_wins(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path / "pod-a", REQUESTS, [request("r1")])
+    write(tmp_path / "pod-a", FEEDBACK, [judgement("r1", "window", label=2, at_s=20)])
+    # Written after pod-a's file, but judged earlier: the time decides, not the order of the files.
+    write(tmp_path / "pod-b", FEEDBACK, [judgement("r1", "window", label=0, at_s=10)])
+    (only,) = lists_from_logs(tmp_path)
+    assert [c.label for c in only.candidates] == [2]
 
 
 def test_a_reward_is_joined_as_the_probability_half_of_reward_plus_one(tmp_path: Path) -> None:
@@ -135,10 +158,10 @@ def test_a_broken_line_is_refused_with_its_file_and_line_and_a_line_cut_short_is
         out.write('{"format": 1, "request_id": "r1", "candid')  # a crash in mid-line: no newline
     assert len(lists_from_logs(tmp_path)) == 1
     with path.open("a") as out:
-        out.write('\n{"format": 1, "request_id": "r1", "candidate_id": "idk", "label": 7}\n')
+        out.write('\n{"format": 1, "request_id": "r1", "candidate_id": "idk", "time": "x", "label": 7}\n')
     with pytest.raises(DataError, match=rf"{path.name}:2: not JSON"):
         lists_from_logs(tmp_path)
-    path.write_text('{"format": 1, "request_id": "r1", "candidate_id": "idk", "label": 7}\n')
+    path.write_text('{"format": 1, "request_id": "r1", "candidate_id": "idk", "time": "x", "label": 7}\n')
     with pytest.raises(DataError, match=rf"{path.name}:1: label"):
         lists_from_logs(tmp_path)
 

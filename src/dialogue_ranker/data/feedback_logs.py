@@ -4,7 +4,9 @@
     lists = read_lists_or_logs(path)              # a JSONL file as read_lists reads it, or a logs directory
 
 The service writes a line per ranked request to ``requests-*.jsonl`` and one per feedback to
-``feedback-*.jsonl`` (:mod:`dialogue_ranker.serving.request_logs.lines` has the format). The join:
+``feedback-*.jsonl`` (:mod:`dialogue_ranker.serving.request_logs.lines` has the format). The
+files are read from the directory and its subdirectories, so that replicas that each log to a
+directory of their own (``/logs/<pod>``) are joined together from their parent. The join:
 
 - a logged request with at least one judged candidate becomes a :class:`RankingList` holding its
   judged candidates, in the request's order, each with its label (a reward ``r`` in [-1, 1]
@@ -13,7 +15,8 @@ The service writes a line per ranked request to ``requests-*.jsonl`` and one per
 - candidates nobody judged are left out: unjudged is not bad (the user may never have seen the
   reply), and a list that called them 0 would teach the ranker that every reply it was not told
   about is wrong;
-- the last judgement of a candidate wins (files in the order they were written, lines in order);
+- the last judgement of a candidate wins: the latest by its ``time`` (on a tie, the one written
+  last), so a judgement sent to another replica counts in the order it was given;
 - a request logged twice under one id (a client that reuses its X-Request-ID) is the last one;
 - a judged request whose line was written without texts (``--logs.texts`` off: SHA-256 digests
   in place of texts) is refused with its file and line: a digest cannot be trained on.
@@ -78,6 +81,7 @@ class _FeedbackLine(BaseModel):
     format: Literal[1]
     request_id: str
     candidate_id: str
+    time: str
     label: _Grade | _Probability | None = None
     reward: Annotated[float, Field(ge=-1.0, le=1.0)] | None = None
 
@@ -142,7 +146,7 @@ def _ranking_list(request: _RequestLine, labels: dict[str, int | float], origin:
 
 
 def join_logs(directory: str | Path) -> JoinedLogs:
-    """Join a logs directory's request and feedback lines into labelled ranking lists.
+    """Join the request and feedback lines of a logs directory (and its subdirectories) into lists.
 
     Lists come in the order their requests were logged.
 
@@ -153,24 +157,27 @@ def join_logs(directory: str | Path) -> JoinedLogs:
     directory = Path(directory)
     requests: dict[str, tuple[str, _RequestLine]] = {}
     request_lines = 0
-    for path in log_files(directory, REQUESTS):
+    for path in log_files(directory, REQUESTS, tree=True):
         for origin, line in _lines(path):
             request: _RequestLine = _parse(_RequestLine, origin, line)
             requests.pop(request.request_id, None)  # a reused id: the last request, in log order
             requests[request.request_id] = (origin, request)
             request_lines += 1
+    feedback = [
+        (origin, _parse(_FeedbackLine, origin, line))
+        for path in log_files(directory, FEEDBACK, tree=True)
+        for origin, line in _lines(path)
+    ]
+    feedback.sort(key=lambda entry: entry[1].time)  # stable: on a tie, the order written
     labels: dict[str, dict[str, int | float]] = {}
-    judgements = unmatched = 0
-    for path in log_files(directory, FEEDBACK):
-        for origin, line in _lines(path):
-            judgement: _FeedbackLine = _parse(_FeedbackLine, origin, line)
-            judgements += 1
-            logged = requests.get(judgement.request_id)
-            if logged is None or judgement.candidate_id not in {c.id for c in logged[1].candidates}:
-                unmatched += 1
-                continue
-            label = judgement.joined_label(origin)
-            labels.setdefault(judgement.request_id, {})[judgement.candidate_id] = label
+    unmatched = 0
+    for origin, judgement in feedback:
+        logged = requests.get(judgement.request_id)
+        if logged is None or judgement.candidate_id not in {c.id for c in logged[1].candidates}:
+            unmatched += 1
+            continue
+        label = judgement.joined_label(origin)
+        labels.setdefault(judgement.request_id, {})[judgement.candidate_id] = label
     lists = [
         _ranking_list(request, labels[request_id], origin)
         for request_id, (origin, request) in requests.items()
@@ -178,10 +185,10 @@ def join_logs(directory: str | Path) -> JoinedLogs:
     ]
     if not lists:
         raise DataError(
-            f"{directory}: no logged request has feedback ({request_lines} request lines, {judgements} "
+            f"{directory}: no logged request has feedback ({request_lines} request lines, {len(feedback)} "
             f"feedback lines, {unmatched} of them matching no logged request)"
         )
-    return JoinedLogs(lists, request_lines, judgements, unmatched)
+    return JoinedLogs(lists, request_lines, len(feedback), unmatched)
 
 
 def lists_from_logs(directory: str | Path) -> list[RankingList]:

@@ -23,12 +23,17 @@ from typing import BinaryIO
 _STAMP = "%Y%m%dT%H%M%S%fZ"
 
 
-def log_files(directory: Path, kind: str) -> list[Path]:
-    """The ``kind`` files in ``directory``, oldest first (none when it does not exist)."""
+def log_files(directory: Path, kind: str, *, tree: bool = False) -> list[Path]:
+    """The ``kind`` files in ``directory`` (and with ``tree`` its subdirectories), oldest first.
+
+    Oldest by the time a file was opened, its name; none when the directory does not exist.
+    """
     pattern = re.compile(rf"{re.escape(kind)}-\d{{8}}T\d{{12}}Z\.jsonl")
     if not directory.is_dir():
         return []
-    return sorted(path for path in directory.iterdir() if pattern.fullmatch(path.name))
+    paths = directory.rglob(f"{kind}-*.jsonl") if tree else directory.iterdir()
+    found = (path for path in paths if pattern.fullmatch(path.name) and path.is_file())
+    return sorted(found, key=lambda path: (path.name, str(path)))
 
 
 def check_writable(directory: Path) -> None:
