@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from dialogue_ranker.serving.errors import Overloaded, UnknownCandidate
+from dialogue_ranker.serving.guidelines import MaskReason
 from dialogue_ranker.serving.metrics import Metrics
 from dialogue_ranker.serving.rank_query import Candidate, RankedCandidate, RankQuery, RankResult
 from dialogue_ranker.serving.request_logs import LogsError, RequestLogs, check_logs
@@ -68,6 +69,17 @@ def test_a_ranked_request_is_one_line_every_candidate_with_its_place_in_the_answ
     assert (a["id"], a["text"], a["rank"], a["score"]) == ("a", "sure", None, None)  # past top_k
     assert (b["id"], b["text"], b["rank"], b["score"], b["logit"]) == ("b", "no", 1, 0.8, 1.4)
     assert "label" not in a and counter(metrics, "ranker_log_lines_total", kind="requests") == 1
+
+
+def test_a_hard_masked_candidate_is_logged_with_its_reason_and_no_place(tmp_path: Path) -> None:
+    logs, _ = logs_in(tmp_path, texts=True)
+    query = RankQuery(turns=QUERY.turns, candidates=CANDIDATES, request_id="r1", conversation_id="chat-2")
+    logs.ranked(query, CANDIDATES, [MaskReason.NOT_ALLOWED_FOR_INTENT, None], RESULT)
+    logs.close()
+    (line,) = lines(tmp_path, "requests")
+    masked = line["candidates"][0]
+    assert (masked["masked"], masked["rank"], masked["score"]) == ("action_not_allowed_for_intent", None, None)
+    assert line["group"] == line["conversation_id"] == "chat-2"
 
 
 def test_without_texts_every_text_is_its_digest(tmp_path: Path) -> None:
