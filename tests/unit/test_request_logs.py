@@ -78,7 +78,11 @@ def test_a_hard_masked_candidate_is_logged_with_its_reason_and_no_place(tmp_path
     logs.close()
     (line,) = lines(tmp_path, "requests")
     masked = line["candidates"][0]
-    assert (masked["masked"], masked["rank"], masked["score"]) == ("action_not_allowed_for_intent", None, None)
+    assert (masked["masked"], masked["rank"], masked["score"]) == (
+        "action_not_allowed_for_intent",
+        None,
+        None,
+    )
     assert line["group"] == line["conversation_id"] == "chat-2"
 
 
