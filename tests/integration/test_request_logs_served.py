@@ -113,3 +113,17 @@ def test_ranked_requests_and_feedback_come_back_as_the_labelled_lists_sent(tmp_p
         ("chat-1", [("no", 0.2)]),
     ]
     assert [lst.context[0].text for lst in joined.lists] == [text for text, _ in TURNS]
+
+
+def test_a_logs_directory_that_cannot_be_written_stops_the_service_with_a_clear_message(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "taken").write_text("a file, not a directory\n")
+    bundle = write_fake_bundle(tmp_path / "bundle")
+    process, _ = launch_service(
+        ["--backend", "fake", "--model", str(bundle), "--logs.dir", str(tmp_path / "taken" / "logs")],
+        cwd=tmp_path,
+    )
+    output = process.communicate(timeout=60)[0].decode()
+    assert process.returncode == 1 and "--logs.dir" in output and "cannot be written" in output
+    assert "Traceback" not in output
