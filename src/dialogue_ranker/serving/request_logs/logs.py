@@ -50,7 +50,7 @@ def check_logs(settings: LogsSettings) -> None:
 class RequestLogs:
     """Request lines (sampled), feedback lines, and the recent requests feedback is checked against."""
 
-    def __init__(self, settings: LogsSettings, directory: Path, metrics: Metrics, *, seed: int | None = None):
+    def __init__(self, settings: LogsSettings, directory: Path, metrics: Metrics) -> None:
         self.texts = settings.texts
         self.sample = settings.sample
         self.metrics = metrics
@@ -62,7 +62,7 @@ class RequestLogs:
             queue_lines=settings.queue_lines,
             metrics=metrics,
         )
-        self._random = random.Random(seed)
+        self._random = random.Random()
 
     @classmethod
     def start(cls, settings: LogsSettings, metrics: Metrics) -> RequestLogs | None:
