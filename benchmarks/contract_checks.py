@@ -65,6 +65,8 @@ REFUSALS = (
     Refusal(422, "invalid_input", "neither candidates nor a bank", "no candidates and no bank"),
     Refusal(422, "invalid_input", "candidates plus retrieve_k over the candidate limit", "over the limit of"),
     Refusal(422, "invalid_input", "two candidates with one id", "duplicate candidate id"),
+    # /v1/feedback on a request the service logged recently, naming a candidate it did not have.
+    Refusal(404, "unknown_candidate", "a candidate id the logged request did not have"),
 )
 
 

@@ -4,12 +4,14 @@
     python -m benchmarks.contract_fuzz --max-examples 40 --seed 7 --out /tmp/contract.txt
 
 1. ``ranker serve`` on a free loopback port: the shipped model on ONNX Runtime (one thread), a
-   response bank (``--bank NAME=FILE``, default the load tests' sample replies) and guidelines
+   response bank (``--bank NAME=FILE``, default the load tests' sample replies), guidelines
    (``--guidelines``, default ABCD's ``kb.json`` from ``../shared/data`` where it is, else the
-   shipped ones); ready once the bank is embedded;
+   shipped ones) and request logs in the working directory (so ``POST /v1/feedback`` is on);
+   ready once the bank is embedded;
 2. schemathesis (``benchmarks/contract_fuzz.toml``): every check, the examples, coverage,
    fuzzing and stateful phases (the stateful one follows the document's links: a bank from
-   ``/v1/banks`` into ``/rank``, a model from ``/v1/models`` into the ranking routes), from the
+   ``/v1/banks`` into ``/rank``, a model from ``/v1/models`` into the ranking routes, a request id
+   from ``/rank`` into ``/v1/feedback``), from the
    seed; the answers a schema-valid request may get besides a 2xx are declared in
    ``benchmarks/contract_checks.py``;
 3. its report, printed and written to ``--out`` (default
@@ -66,7 +68,8 @@ def run_contract(
 
     ``model``: a bundle (None: the shipped one); ``banks``: ``NAME=FILE`` each; ``guidelines``: a
     ``kb.json`` (None: the service's default).
-    The server's log is ``workdir/server.log``; schemathesis runs in ``workdir``.
+    The server's log is ``workdir/server.log``, its request logs ``workdir/request-logs``;
+    schemathesis runs in ``workdir``.
 
     Raises:
         SystemExit: the service exited or was not ready in time.
@@ -76,6 +79,8 @@ def run_contract(
         sys.executable, "-m", "dialogue_ranker.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
         # ONNX Runtime as it is (no `auto` trials at start), on one thread: the fuzzer needs the other.
         "--backend", "onnx", "--onnx.intra-op-threads", "1",
+        # Request logs on: POST /v1/feedback answers 409 without them.
+        "--logs.dir", str(workdir / "request-logs"),
     ]  # fmt: skip
     if model is not None:
         serve += ["--model", str(model)]

@@ -172,7 +172,8 @@ def api_page(openapi: dict[str, Any]) -> str:
         "The service keeps to it: `tests/integration/test_contract.py` fuzzes every route against the",
         "document with schemathesis (every check; the stateful phase follows its links, a bank listed",
         "by `GET /v1/banks` into `POST /rank`, a model listed by `GET /v1/models` into the ranking",
-        "routes), and `python -m benchmarks.contract_fuzz` is the longer run. The answers a valid",
+        "routes, the request id `POST /rank` answers with into `POST /v1/feedback`), and",
+        "`python -m benchmarks.contract_fuzz` is the longer run. The answers a valid",
         "request may get besides a 2xx are declared in `benchmarks/contract_checks.py`.",
     ]
     for path, operations in openapi["paths"].items():

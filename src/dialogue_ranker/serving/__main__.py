@@ -15,6 +15,7 @@ from dialogue_ranker.serving.app import create_app
 from dialogue_ranker.serving.banks import BankError, check_banks
 from dialogue_ranker.serving.metrics import Metrics
 from dialogue_ranker.serving.model_bundle import BundleError
+from dialogue_ranker.serving.request_logs import LogsError, check_logs
 from dialogue_ranker.serving.runtime import AliasError, check_aliases
 from dialogue_ranker.serving.settings import Settings
 
@@ -28,12 +29,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     metrics = Metrics(generators=settings.ranking.generators)
     try:
         check_aliases(settings)
+        check_logs(settings.logs)
         # Read before the server starts, so that a bad bank file stops it with its line and field.
         banks = check_banks(settings)
         app = create_app(settings, metrics=metrics, banks=banks)
     except KeyFileError as e:
         sys.exit(f"auth: {e}")
-    except (AliasError, BankError, BundleError) as e:
+    except (AliasError, BankError, BundleError, LogsError) as e:
         sys.exit(str(e))
     # No access log: a line per request costs throughput and the metrics cover status and time.
     uvicorn.run(

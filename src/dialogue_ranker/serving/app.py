@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dialogue_ranker import __version__
 from dialogue_ranker.serving.api import banks as bank_routes
-from dialogue_ranker.serving.api import discovery, docs, health
+from dialogue_ranker.serving.api import discovery, docs, feedback, health
 from dialogue_ranker.serving.api.auth import AccessPolicy
 from dialogue_ranker.serving.api.middleware import REQUEST_ID_HEADER, RequestContextMiddleware, error_response
 from dialogue_ranker.serving.api.rank import build_rank_router
@@ -100,6 +100,7 @@ def create_app(
     _install_error_handlers(app, metrics)
     app.include_router(build_rank_router(settings.limits))
     app.include_router(build_rerank_router(settings.limits))
+    app.include_router(feedback.router)
     app.include_router(discovery.router)
     app.include_router(bank_routes.router)
     app.include_router(health.router)

@@ -72,6 +72,14 @@ class NotFound(RankerError):
     """No such route."""
 
 
+class UnknownCandidate(RankerError):
+    """Feedback names a candidate id that its (recently logged) request did not have."""
+
+
+class LoggingOff(RankerError):
+    """Feedback was sent to a service that keeps no request log (``--logs.dir`` is not set)."""
+
+
 class MethodNotAllowed(RankerError):
     """The route exists but not for this HTTP method."""
 
@@ -112,8 +120,10 @@ ERROR_TABLE: dict[type[RankerError], tuple[int, str]] = {
     MalformedRequest: (400, "malformed_request"),
     Unauthorized: (401, "unauthorized"),
     NotFound: (404, "not_found"),
+    UnknownCandidate: (404, "unknown_candidate"),
     MethodNotAllowed: (405, "method_not_allowed"),
     RequestTimeout: (408, "request_timeout"),
+    LoggingOff: (409, "logging_off"),
     PayloadTooLarge: (413, "payload_too_large"),
     UnsupportedMediaType: (415, "unsupported_media_type"),
     InvalidInput: (422, "invalid_input"),

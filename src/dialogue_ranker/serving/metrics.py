@@ -40,6 +40,7 @@ ROUTES = frozenset(
         "/v1/rerank",
         "/v1/guidelines",
         "/v1/banks",
+        "/v1/feedback",
         "/healthz",
         "/readyz",
         "/metrics",
@@ -249,6 +250,27 @@ class Metrics:
             "response scored, the nearest kept).",
             ["bank", "stage"],
             buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.log_lines = Counter(
+            f"{p}_log_lines_total",
+            "Lines written to the request and feedback logs (--logs.dir), by kind: `requests` or `feedback`.",
+            ["kind"],
+            registry=r,
+        )
+        self.log_lines_dropped = Counter(
+            f"{p}_log_lines_dropped_total",
+            "Log lines not written, by kind and reason: `queue_full` (the writer was behind; the request "
+            "was answered unlogged) or `write_error` (the file could not be written; the log says why).",
+            ["kind", "reason"],
+            registry=r,
+        )
+        self.feedback = Counter(
+            f"{p}_feedback_total",
+            "POST /v1/feedback by outcome: `matched` (written; its request is among the recent ones logged "
+            "here), `unmatched` (written; its request is not: older, another replica, or not logged), "
+            "`unknown_candidate` (404), `logging_off` (409) or `overloaded` (429, the writer was behind).",
+            ["outcome"],
             registry=r,
         )
         self.model_info = Info(

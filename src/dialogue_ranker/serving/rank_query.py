@@ -58,6 +58,10 @@ class RankQuery:
     #: A served bank whose nearest responses are ranked too, and how many (None: the service's default).
     bank: str | None = None
     retrieve_k: int | None = None
+    #: The request's id (its X-Request-ID) and the conversation it belongs to: only the request
+    #: logs read them (feedback names the request by its id; the logs group by the conversation).
+    request_id: str | None = None
+    conversation_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

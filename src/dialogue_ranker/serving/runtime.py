@@ -6,7 +6,8 @@ one by name, so two rankers can be A/B-tested behind one endpoint. ``--model-ali
 gives a served model a second name (the fixed model name a client sends). The response banks
 (``--bank NAME=FILE``) are the service's, not a model's: every served model ranks from them. Built
 in the app's lifespan and closed at shutdown. Loading blocks (files, ONNX sessions), so it runs on
-the executor; the banks' vectors are made in the background after the start.
+the executor; the banks' vectors are made in the background after the start. The request logs
+(``--logs.dir``) are the service's too: every served model's ranker writes to them.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from dialogue_ranker.serving.ranking import Ranker
 from dialogue_ranker.serving.ranking.candidates import CandidateGatherer
 from dialogue_ranker.serving.ranking.reading import ScoreReader
 from dialogue_ranker.serving.ranking.scorer import LogitScorer
+from dialogue_ranker.serving.request_logs import RequestLogs
 from dialogue_ranker.serving.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -83,6 +85,8 @@ class Runtime:
     aliases: dict[str, str] = field(default_factory=dict)
     #: The response banks (``--bank``), shared by every served model; None when none is served.
     banks: BankSet | None = None
+    #: The request and feedback logs (``--logs.dir``); None when off.
+    logs: RequestLogs | None = None
 
     @property
     def default(self) -> ServedModel:
@@ -146,6 +150,7 @@ class Runtime:
 
         Raises:
             BankError: a bank file is malformed, or no retrieval encoder is there for the banks.
+            LogsError: the logs directory cannot be written.
             BundleError, GuidelineError: a file is missing or malformed, or two models share a name.
             AliasError: a ``--model-alias`` names no served model, or a served model's own name.
             BackendUnavailable: a backend cannot start.
@@ -157,7 +162,9 @@ class Runtime:
         backends: list[AnyBackend] = []
         batchers: list[Scorer] = []
         bank_set: BankSet | None = None
+        logs: RequestLogs | None = None
         try:
+            logs = await loop.run_in_executor(executor, RequestLogs.start, settings.logs, metrics)
             guidelines = await loop.run_in_executor(executor, Guidelines.from_file, settings.guidelines)
             bank_set = await BankSet.start(settings, metrics, executor, banks)
             for name, directory in settings.served_models():
@@ -166,7 +173,7 @@ class Runtime:
                 if name in models:
                     raise BundleError(f"two models are served as {name!r}: name them with --model NAME=DIR")
                 starter = _ModelStarter(
-                    settings, metrics, backend_factory, tracer, executor, name, bundle, bank_set
+                    settings, metrics, backend_factory, tracer, executor, name, bundle, bank_set, logs
                 )
                 try:
                     served = await starter.start(guidelines)
@@ -190,9 +197,9 @@ class Runtime:
             if bank_set is not None:
                 bank_set.embed_in_background()  # after the models: auto timed its runtimes alone
         except BaseException:
-            await _close(batchers, backends, executor, bank_set)
+            await _close(batchers, backends, executor, bank_set, logs)
             raise
-        return cls(settings, executor, models, guidelines, aliases, bank_set)
+        return cls(settings, executor, models, guidelines, aliases, bank_set, logs)
 
     def waiting(self) -> str | None:
         """What keeps the service from being ready other than its backends: banks still embedding."""
@@ -215,8 +222,11 @@ class Runtime:
         return True
 
     async def close(self) -> None:
-        """Stop batchers (failing waiters with NotReady), the banks' embedding, backends and the executor."""
-        await _close(self.batchers, self.backends, self.executor, self.banks)
+        """Stop batchers (failing waiters with NotReady), the banks' embedding, backends, executor, logs.
+
+        The logs write the lines still queued before they close.
+        """
+        await _close(self.batchers, self.backends, self.executor, self.banks, self.logs)
 
 
 @dataclass
@@ -231,6 +241,7 @@ class _ModelStarter:
     name: str
     bundle: ModelBundle
     banks: BankSet | None = None
+    logs: RequestLogs | None = None
     backends: list[AnyBackend] = field(default_factory=list)
     batchers: list[Scorer] = field(default_factory=list)
 
@@ -270,6 +281,7 @@ class _ModelStarter:
             ),
             settings=ranking,
             request_timeout_s=settings.limits.request_timeout_s,
+            logs=self.logs,
         )
         return ServedModel(self.name, bundle, ranker, backend, batcher)
 
@@ -345,7 +357,11 @@ def _checked_aliases(aliases: dict[str, str], served: Collection[str]) -> dict[s
 
 
 async def _close(
-    batchers: list[Scorer], backends: list[AnyBackend], executor: ThreadPoolExecutor, banks: BankSet | None
+    batchers: list[Scorer],
+    backends: list[AnyBackend],
+    executor: ThreadPoolExecutor,
+    banks: BankSet | None,
+    logs: RequestLogs | None = None,
 ) -> None:
     if banks is not None:
         await banks.close()
@@ -357,3 +373,5 @@ async def _close(
         else:
             backend.close()
     executor.shutdown(wait=False, cancel_futures=True)
+    if logs is not None:  # after the batchers: no request is ranked any more
+        await asyncio.to_thread(logs.close)

@@ -23,6 +23,7 @@ from dialogue_ranker.serving.settings_groups import (
     BreakerSettings,
     FakeSettings,
     LimitsSettings,
+    LogsSettings,
     OnnxSettings,
     OpenVinoSettings,
     RankingSettings,
@@ -115,6 +116,7 @@ class Settings(BaseSettings):
     fake: FakeSettings = Field(default_factory=FakeSettings)
     ranking: RankingSettings = Field(default_factory=RankingSettings)
     banks: BanksSettings = Field(default_factory=BanksSettings)
+    logs: LogsSettings = Field(default_factory=LogsSettings)
 
     @field_validator("model", "model_alias", "bank", mode="before")
     @classmethod

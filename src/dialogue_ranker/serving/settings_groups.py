@@ -114,6 +114,58 @@ class AuthSettings(BaseModel):
     )
 
 
+class LogsSettings(BaseModel):
+    """Request and feedback logs, off unless ``dir`` is set: the labelled lists a team fine-tunes on.
+
+    Each ranked request (/rank and the rerank routes) becomes a line of ``requests-*.jsonl`` and
+    each ``POST /v1/feedback`` a line of ``feedback-*.jsonl`` in ``dir`` (docs/guides/logs-and-feedback.md).
+    Lines are written by one thread from a bounded queue: a request is never delayed or failed by
+    its log line.
+    """
+
+    dir: Path | None = Field(
+        None,
+        description="Write the request and feedback logs here (created if missing); none: nothing is "
+        "logged and POST /v1/feedback answers 409.",
+    )
+    texts: bool = Field(
+        False,
+        description="Keep the texts of turns, situations and candidates in the request lines. Off: each "
+        "text is replaced by its SHA-256 digest (`sha256` instead of `text`), so the lines hold ids, "
+        "digests and scores, and cannot be trained on.",
+    )
+    max_bytes: int = Field(
+        50_000_000,
+        ge=1024,
+        description="A log file is closed and a new one opened before a line would take it past this "
+        "many bytes.",
+    )
+    max_files: int = Field(
+        20,
+        ge=1,
+        description="Files kept of each kind (requests, feedback); opening one more deletes the oldest.",
+    )
+    sample: float = Field(
+        1.0,
+        ge=0.0,
+        le=1.0,
+        description="Share of ranked requests logged, drawn at random (feedback is always logged).",
+    )
+    queue_lines: int = Field(
+        10_000,
+        ge=1,
+        description="Lines waiting for the writer thread at most: a ranked request past it is not logged "
+        "(ranker_log_lines_dropped_total), and feedback gets 429.",
+    )
+    recent_requests: int = Field(
+        10_000,
+        ge=0,
+        description="Logged requests whose ids and candidate ids are kept in memory, so that POST "
+        "/v1/feedback refuses a candidate id its request did not have (404) and says whether it matched; "
+        "feedback for a request not held (older, another replica, not sampled) is still written.",
+    )
+
+
 class LimitsSettings(BaseModel):
     """Request limits, enforced by the request schema (422 naming the field) or the body reader (413)."""
 

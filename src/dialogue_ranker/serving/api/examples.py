@@ -1,4 +1,4 @@
-"""OpenAPI examples of ``POST /rank``: socialbot, situated (SUGAR) and agent-action (ABCD) requests."""
+"""OpenAPI examples: ``POST /rank`` (socialbot, situated, agent-action requests), ``POST /v1/feedback``."""
 
 from __future__ import annotations
 
@@ -53,5 +53,21 @@ RANK_EXAMPLES: dict[str, Example] = {
             "intent": "recover_password",
             "mask_mode": "hard",
         },
+    },
+}
+
+#: OpenAPI examples of ``POST /v1/feedback``: a grade, a probability, a reward.
+FEEDBACK_EXAMPLES: dict[str, Example] = {
+    "grade": {
+        "summary": "A rater's grade of a /rank candidate (0 bad, 1 acceptable, 2 best)",
+        "value": {"request_id": "3f2a9c0d5e6b4f718293a4b5c6d7e8f9", "candidate_id": "r1", "label": 2},
+    },
+    "probability": {
+        "summary": "A probability that the reply was appropriate",
+        "value": {"request_id": "3f2a9c0d5e6b4f718293a4b5c6d7e8f9", "candidate_id": "g1", "label": 0.25},
+    },
+    "reward": {
+        "summary": "A reward in [-1, 1] for a rerank document (by its index): the user took the reply",
+        "value": {"request_id": "7694978697ac4286af7b16901708b663", "candidate_id": "0", "reward": 1.0},
     },
 }

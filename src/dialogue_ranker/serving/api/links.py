@@ -2,7 +2,8 @@
 
 Client generators and fuzzers follow them (the contract test, ``benchmarks/contract_fuzz.py``,
 chains the calls they describe): the bank ``GET /v1/banks`` lists is the one a ``/rank`` request
-names, and the model ``GET /v1/models`` lists is the one a ranking request picks.
+names, the model ``GET /v1/models`` lists is the one a ranking request picks, and the request id
+``/rank`` answers with is the one ``POST /v1/feedback`` names.
 """
 
 from __future__ import annotations
@@ -31,5 +32,12 @@ MODEL_LINKS = {
 BANK_LINKS = {
     "RankWithBank": body_field_link(
         "/rank", field="bank", pointer="/data/0/name", description="/rank with this bank."
+    )
+}
+
+#: On ``POST /rank``: feedback on that request.
+FEEDBACK_LINKS = {
+    "Feedback": body_field_link(
+        "/v1/feedback", field="request_id", pointer="/request_id", description="Feedback on this request."
     )
 }

@@ -37,8 +37,10 @@ from dialogue_ranker.serving.errors import (
 from dialogue_ranker.serving.metrics import Metrics, route_label
 
 REQUEST_ID_HEADER = "x-request-id"
-# A client-supplied request id is echoed only when it is short and plain (it reaches the logs).
-_VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+#: A client-supplied request id is echoed only when it is short and plain (it reaches the logs);
+#: feedback names a request by an id of the same form.
+REQUEST_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,64}$"
+_VALID_REQUEST_ID = re.compile(REQUEST_ID_PATTERN)
 #: Methods whose body must be JSON when they carry one.
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 

@@ -4,9 +4,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header
 
-from dialogue_ranker.serving.api.dependencies import RuntimeDep
+from dialogue_ranker.serving.api.dependencies import RequestIdDep, RuntimeDep
 from dialogue_ranker.serving.api.error_schema import with_error_body
 from dialogue_ranker.serving.api.examples import RANK_EXAMPLES
+from dialogue_ranker.serving.api.links import FEEDBACK_LINKS
 from dialogue_ranker.serving.api.schemas import RankRequest, RankResponse, build_rank_request
 from dialogue_ranker.serving.settings import LimitsSettings
 
@@ -54,10 +55,13 @@ TimeoutHeader = Annotated[
 def build_rank_router(limits: LimitsSettings) -> APIRouter:
     """The ranking router, validating bodies with the configured limits."""
 
-    async def rank(body: RankRequest, runtime: RuntimeDep, timeout_s: TimeoutHeader = None) -> RankResponse:
+    async def rank(
+        body: RankRequest, runtime: RuntimeDep, request_id: RequestIdDep, timeout_s: TimeoutHeader = None
+    ) -> RankResponse:
         """Rank the candidates of one dialogue turn, best first, with calibrated scores."""
-        result = await runtime.model(body.model).ranker.rank(body.to_query(), timeout_s=timeout_s)
-        return RankResponse.from_result(result)
+        query = body.to_query(request_id=request_id)
+        result = await runtime.model(body.model).ranker.rank(query, timeout_s=timeout_s)
+        return RankResponse.from_result(result, request_id=request_id)
 
     # FastAPI reads the body schema from the signature when the route is added: swap in the
     # subclass that carries the configured limits, with the OpenAPI examples.
@@ -69,6 +73,6 @@ def build_rank_router(limits: LimitsSettings) -> APIRouter:
         rank,
         methods=["POST"],
         response_model=RankResponse,
-        responses=with_error_body(ERROR_RESPONSES),
+        responses={200: {"links": FEEDBACK_LINKS}, **with_error_body(ERROR_RESPONSES)},
     )
     return router

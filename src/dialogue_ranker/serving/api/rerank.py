@@ -13,12 +13,13 @@ The query is the latest user turn and the documents are the candidates; ``releva
 the same calibrated score ``/rank`` gives. What plain rerank clients never send stays optional:
 earlier ``context`` turns, ``situations``, an ``intent`` with ``action``s on documents for
 guideline masks, ``min_score``; the answer adds ``abstain``, ``threshold`` and ``masked``.
-Errors keep the service's one error shape and status table.
+Errors keep the service's one error shape and status table. The answer's ``id`` is the request's
+X-Request-ID: ``POST /v1/feedback`` names the request by it and a document by its index (as a
+string).
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from typing import Annotated, Any
 
@@ -26,10 +27,11 @@ from fastapi import APIRouter, Body
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from dialogue_ranker.serving.api import limits as sizes
-from dialogue_ranker.serving.api.dependencies import RuntimeDep
+from dialogue_ranker.serving.api.dependencies import RequestIdDep, RuntimeDep
 from dialogue_ranker.serving.api.error_schema import with_error_body
 from dialogue_ranker.serving.api.rank import ERROR_RESPONSES, TimeoutHeader
 from dialogue_ranker.serving.api.schemas import (
+    CONVERSATION_ID_DESCRIPTION,
     TurnIn,
     integral_floats_as_ints,
     limited_turn,
@@ -88,6 +90,7 @@ class RerankRequest(BaseModel):
     min_score: float | None = Field(
         None, ge=0.0, le=1.0, strict=True, description="Extra: abstention threshold override."
     )
+    conversation_id: Name | None = Field(None, description=f"Extra: {CONVERSATION_ID_DESCRIPTION}")
     select_statements: bool = Field(
         True,
         strict=True,
@@ -101,7 +104,7 @@ class RerankRequest(BaseModel):
         integral_floats_as_ints
     )
 
-    def to_query(self) -> RankQuery:
+    def to_query(self, *, request_id: str | None = None) -> RankQuery:
         """The ranker's view: the query as the latest user turn, document i as candidate ``str(i)``."""
         return RankQuery(
             turns=[*(Turn(t.speaker, t.text) for t in self.context), Turn(DEFAULT_SPEAKER, self.query)],
@@ -115,6 +118,8 @@ class RerankRequest(BaseModel):
             top_k=self.top_n,
             min_score=self.min_score,
             max_candidate_tokens=self.max_tokens_per_doc,
+            request_id=request_id,
+            conversation_id=self.conversation_id,
         )
 
 
@@ -213,10 +218,17 @@ class RerankExtras(BaseModel):
     masked: list[MaskedDocumentOut] = Field(default_factory=list)
 
 
+#: The ``id`` of a rerank answer.
+ANSWER_ID_DESCRIPTION = (
+    "The request's X-Request-ID: POST /v1/feedback names the request by it (and a document by its index, "
+    "as a string)."
+)
+
+
 class RerankResponse(RerankExtras):
     """Cohere's v2 answer (``id``, ``results``, ``meta``) plus the extras."""
 
-    id: str
+    id: str = Field(description=ANSWER_ID_DESCRIPTION)
     results: list[RerankResultOut]
     meta: Meta = Field(default_factory=Meta)
 
@@ -224,7 +236,7 @@ class RerankResponse(RerankExtras):
 class JinaRerankResponse(RerankExtras):
     """The Jina / vLLM answer (``id``, ``model``, ``usage``, ``results``) plus the extras."""
 
-    id: str
+    id: str = Field(description=ANSWER_ID_DESCRIPTION)
     usage: Usage
     results: list[RerankResultOut]
 
@@ -259,19 +271,21 @@ def build_rerank_router(limits: LimitsSettings) -> APIRouter:
     request = build_rerank_request(limits)
 
     async def rerank_v2(
-        body: RerankRequest, runtime: RuntimeDep, timeout_s: TimeoutHeader = None
+        body: RerankRequest, runtime: RuntimeDep, request_id: RequestIdDep, timeout_s: TimeoutHeader = None
     ) -> RerankResponse:
         """Rerank documents for a query (Cohere v2 shape), with calibrated scores."""
-        result = await runtime.model(body.model).ranker.rank(body.to_query(), timeout_s=timeout_s)
-        return RerankResponse(id=uuid.uuid4().hex, results=_results(result, body), **_extras(result))
+        query = body.to_query(request_id=request_id)
+        result = await runtime.model(body.model).ranker.rank(query, timeout_s=timeout_s)
+        return RerankResponse(id=request_id, results=_results(result, body), **_extras(result))
 
     async def rerank_v1(
-        body: RerankRequest, runtime: RuntimeDep, timeout_s: TimeoutHeader = None
+        body: RerankRequest, runtime: RuntimeDep, request_id: RequestIdDep, timeout_s: TimeoutHeader = None
     ) -> JinaRerankResponse:
         """Rerank documents for a query (Jina / vLLM shape), with calibrated scores."""
-        result = await runtime.model(body.model).ranker.rank(body.to_query(), timeout_s=timeout_s)
+        query = body.to_query(request_id=request_id)
+        result = await runtime.model(body.model).ranker.rank(query, timeout_s=timeout_s)
         return JinaRerankResponse(
-            id=uuid.uuid4().hex,
+            id=request_id,
             usage=Usage(total_tokens=result.input_tokens, computed_tokens=result.computed_tokens),
             results=_results(result, body),
             **_extras(result),

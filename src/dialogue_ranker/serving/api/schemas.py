@@ -76,6 +76,10 @@ _RETRIEVE_K_DESCRIPTION = (
 _CANDIDATES_DESCRIPTION = "Objects or plain strings; may be empty (or left out) when a bank is named."
 _CONTEXT_DESCRIPTION = "The conversation, oldest turn first, or one string (one user turn)."
 SITUATIONS_DESCRIPTION = "Situational statements (SUGAR), highest priority first."
+CONVERSATION_ID_DESCRIPTION = (
+    "The conversation this turn belongs to: with request logs on, the lists they make are grouped by it "
+    "(held-out splits never cut a conversation); without it each request is its own group."
+)
 
 
 @functools.cache
@@ -140,6 +144,7 @@ class RankRequest(BaseModel):
         None, description="A served model's name or alias (GET /v1/models); default: the first."
     )
     mask_mode: MaskMode = Field(MaskMode.HARD, description="hard: remove, soft: penalise and flag, off.")
+    conversation_id: Name | None = Field(None, description=CONVERSATION_ID_DESCRIPTION)
     # Strict: JSON true is not 1, and 0 or "yes" is not a boolean (the schema says so too).
     top_k: int | None = Field(
         None, ge=1, strict=True, description="Return at most this many ranked candidates."
@@ -191,8 +196,8 @@ class RankRequest(BaseModel):
             seen.add(cid)
         return value
 
-    def to_query(self) -> RankQuery:
-        """The ranker's view of this request (ids filled in)."""
+    def to_query(self, *, request_id: str | None = None) -> RankQuery:
+        """The ranker's view of this request (ids filled in), named ``request_id`` in the logs."""
         return RankQuery(
             turns=[Turn(t.speaker, t.text) for t in self.context],
             statements=list(self.situations),
@@ -211,6 +216,8 @@ class RankRequest(BaseModel):
             min_score=self.min_score,
             bank=self.bank,
             retrieve_k=self.retrieve_k,
+            request_id=request_id,
+            conversation_id=self.conversation_id,
         )
 
 
@@ -257,6 +264,10 @@ class MaskedOut(BaseModel):
 class RankResponse(BaseModel):
     """The ranking of one request."""
 
+    request_id: str = Field(
+        description="The request's X-Request-ID (the client's, or one the service gave it): what "
+        "POST /v1/feedback names it by."
+    )
     model: str = Field(description="name@version of the model bundle.")
     ranking: list[RankedCandidateOut]
     masked: list[MaskedOut]
@@ -267,9 +278,10 @@ class RankResponse(BaseModel):
     )
 
     @classmethod
-    def from_result(cls, result: RankResult) -> RankResponse:
+    def from_result(cls, result: RankResult, *, request_id: str) -> RankResponse:
         """Map the ranker's result."""
         return cls(
+            request_id=request_id,
             model=result.model,
             ranking=[RankedCandidateOut.model_validate(r, from_attributes=True) for r in result.ranking],
             masked=[MaskedOut.model_validate(m, from_attributes=True) for m in result.masked],

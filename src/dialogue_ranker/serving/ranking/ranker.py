@@ -8,8 +8,11 @@
    abstention and the result.
 
 It takes and returns plain dataclasses; the API layer maps them to its schemas, so this package
-knows nothing of HTTP. :mod:`dialogue_ranker.serving.runtime` builds the three steps of each served
-model and hands them to its Ranker.
+knows nothing of HTTP. With request logs on (``--logs.dir``) the ranker hands each ranked request
+to them here, the one place where the request, its candidates (a bank's, with their texts) and
+the answer are all known; they queue the line and return at once.
+:mod:`dialogue_ranker.serving.runtime` builds the three steps of each served model and hands
+them to its Ranker.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dialogue_ranker.serving.ranking.candidates import CandidateGatherer
 from dialogue_ranker.serving.ranking.reading import ScoreReader
 from dialogue_ranker.serving.ranking.scorer import LogitScorer
 from dialogue_ranker.serving.ranking.steps import Candidates
+from dialogue_ranker.serving.request_logs import RequestLogs
 from dialogue_ranker.serving.settings import RankingSettings
 
 logger = logging.getLogger(__name__)
@@ -38,12 +42,15 @@ class Ranker:
         reader: ScoreReader,
         settings: RankingSettings,
         request_timeout_s: float,
+        logs: RequestLogs | None = None,
     ) -> None:
         self.candidates = candidates
         self.scorer = scorer
         self.reader = reader
         self.settings = settings
         self.request_timeout_s = request_timeout_s
+        #: The request logs (None: off).
+        self.logs = logs
 
     async def rank(self, query: RankQuery, *, timeout_s: float | None = None) -> RankResult:
         """Score, mask and order the query's candidates (its own and its bank's).
@@ -68,7 +75,10 @@ class Ranker:
             deadline=deadline,
             timeout_s=timeout,
         )
-        return self.reader.result(query, candidates, logits)
+        result = self.reader.result(query, candidates, logits)
+        if self.logs is not None:
+            self.logs.ranked(query, candidates.all, candidates.reasons, result)
+        return result
 
     def _log_text(self, query: RankQuery, candidates: Candidates) -> None:
         """The request's text in the log, only when ``ranking.log_request_text`` asks for it."""
