@@ -42,6 +42,10 @@ class UnknownBank(InvalidInput):
         self.bank = bank
 
 
+class InvalidBankFile(InvalidInput):
+    """A bank's file, read again for a reload, is unreadable or has a bad line (the old version stays)."""
+
+
 class MalformedRequest(RankerError):
     """The body is not parseable JSON."""
 
@@ -70,6 +74,15 @@ class Unauthorized(RankerError):
 
 class NotFound(RankerError):
     """No such route."""
+
+
+class BankNotFound(NotFound):
+    """A bank route names a bank the service does not serve."""
+
+    def __init__(self, bank: str, served: list[str]) -> None:
+        known = ", ".join(repr(name) for name in served) or "none (start the service with --bank NAME=FILE)"
+        super().__init__(f"name: no bank {bank!r}; served: {known}")
+        self.bank = bank
 
 
 class MethodNotAllowed(RankerError):
@@ -112,6 +125,7 @@ ERROR_TABLE: dict[type[RankerError], tuple[int, str]] = {
     MalformedRequest: (400, "malformed_request"),
     Unauthorized: (401, "unauthorized"),
     NotFound: (404, "not_found"),
+    BankNotFound: (404, "bank_not_found"),
     MethodNotAllowed: (405, "method_not_allowed"),
     RequestTimeout: (408, "request_timeout"),
     PayloadTooLarge: (413, "payload_too_large"),
@@ -119,6 +133,7 @@ ERROR_TABLE: dict[type[RankerError], tuple[int, str]] = {
     InvalidInput: (422, "invalid_input"),
     UnknownIntent: (422, "unknown_intent"),
     UnknownBank: (422, "unknown_bank"),
+    InvalidBankFile: (422, "invalid_bank_file"),
     Overloaded: (429, "overloaded"),
     BackendError: (502, "backend_error"),
     NotReady: (503, "not_ready"),
