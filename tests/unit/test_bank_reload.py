@@ -1,4 +1,4 @@
-"""Live bank updates through the HTTP API: the fake ranker backend, the shipped retrieval encoder, real files."""
+"""Live bank updates through the HTTP API: the fake ranker backend, the shipped retrieval encoder."""
 
 from __future__ import annotations
 
@@ -62,7 +62,9 @@ async def test_an_unchanged_file_reloads_with_nothing_embedded_and_ranks_byte_fo
     assert json.dumps(ranked_again).encode() == json.dumps(ranked).encode()
 
 
-async def test_a_reload_embeds_exactly_the_changed_texts_and_serves_them(bundle: Path, bank_file: Path) -> None:
+async def test_a_reload_embeds_exactly_the_changed_texts_and_serves_them(
+    bundle: Path, bank_file: Path
+) -> None:
     async with serve_in_process(create_app(settings(bundle, bank_file))) as client:
         first = (await wait_banks_ready(client))["data"][0]
         replace_file(bank_file, EDITED)
@@ -93,7 +95,9 @@ async def test_a_bad_file_is_a_422_naming_file_line_and_field_and_the_old_versio
         ready = await client.get("/readyz")
         metrics = (await client.get("/metrics")).text
     line = len(EDITED) + 1
-    assert_error(refused, 422, "invalid_bank_file", f"bank 'support': {bank_file}:{line}: text: Field required")
+    assert_error(
+        refused, 422, "invalid_bank_file", f"bank 'support': {bank_file}:{line}: text: Field required"
+    )
     assert listed["version"] == before["version"] and listed["state"] == "ready"
     assert listed["last_load"]["outcome"] == "failed" and f":{line}: text" in listed["last_load"]["error"]
     assert ranked_after == ranked and ready.status_code == 200

@@ -97,13 +97,19 @@ BankName = Annotated[
         examples=["support"],
     ),
 ]
-NOT_FOUND_RESPONSE = with_error_body({404: {"description": "No bank has that name"}})
+BANK_RESPONSES = with_error_body(
+    {
+        404: {"description": "No bank has that name"},
+        422: {"description": "The name is not a bank's name (letters, digits, '.', '_', '-'; at most 64)"},
+    }
+)
 RELOAD_RESPONSES = with_error_body(
     {
         401: {"description": "API keys are configured and no valid `Authorization: Bearer <key>` was sent"},
+        404: {"description": "No bank has that name"},
         422: {
-            "description": "The bank's file cannot be read or has a bad line (`invalid_bank_file`: its path, "
-            "line and field); the version served before stays served"
+            "description": "The name is not a bank's name, or the bank's file cannot be read or has a bad "
+            "line (`invalid_bank_file`: its path, line and field); the version served before stays served"
         },
         502: {"description": "The retrieval encoder failed on a new text; the version before stays served"},
         503: {"description": "The bank's first load is not done, or the service is shutting down"},
@@ -151,7 +157,7 @@ async def banks(runtime: RuntimeDep) -> BanksOut:
     return BanksOut(data=[_describe(bank, served) for bank in served.banks.values()])
 
 
-@router.get("/v1/banks/{name}", tags=["discovery"], responses={**NOT_FOUND_RESPONSE, **NOT_READY_RESPONSE})
+@router.get("/v1/banks/{name}", tags=["discovery"], responses={**BANK_RESPONSES, **NOT_READY_RESPONSE})
 async def bank(name: BankName, runtime: RuntimeDep) -> BankOut:
     """One bank, as `GET /v1/banks` lists it: its version, state and last load."""
     served, banks = _served(runtime, name)
@@ -159,7 +165,7 @@ async def bank(name: BankName, runtime: RuntimeDep) -> BankOut:
 
 
 @router.post(
-    "/v1/banks/{name}/reload", tags=["operations"], responses={**NOT_FOUND_RESPONSE, **RELOAD_RESPONSES}
+    "/v1/banks/{name}/reload", tags=["operations"], responses=RELOAD_RESPONSES
 )
 async def reload_bank(name: BankName, runtime: RuntimeDep) -> BankOut:
     """Read the bank's file again and serve it: only its new texts are embedded; requests switch in one step.
