@@ -85,7 +85,11 @@ class LoadRecord:
 
 @dataclass(eq=False)
 class ServedBank:
-    """A bank by name: its file, the version served, and its loads (written on the event loop)."""
+    """A bank by name: its file, the version served, and its loads.
+
+    Written on the event loop, but for ``embedded``, the first load's progress, which the
+    embedding thread counts.
+    """
 
     name: str
     path: Path
