@@ -57,6 +57,8 @@ REFUSALS = (
     # Names the service serves are listed by the discovery routes, not enumerated in the schema.
     Refusal(422, "unknown_intent", "an intent the loaded guidelines do not hold (GET /v1/guidelines)"),
     Refusal(422, "unknown_bank", "a bank the service does not serve (GET /v1/banks)"),
+    # The bank routes take the bank in their path: a name no bank has is a 404 naming it.
+    Refusal(404, "bank_not_found", "a bank route naming a bank the service does not serve (GET /v1/banks)"),
     Refusal(
         422, "invalid_input", "a model the service does not serve (GET /v1/models)", "model: unknown model"
     ),

@@ -52,15 +52,12 @@ from loadtests.bank import (  # noqa: E402
 )
 from loadtests.checks import Problem, check_rank_body, check_status  # noqa: E402
 from loadtests.expected import BankInfo, Expected, Guidelines  # noqa: E402
-from loadtests.scenarios import SCENARIOS, Traffic, load_situated  # noqa: E402
+from loadtests.scenarios import DEFAULT_WEIGHTS, SCENARIOS, Traffic, load_situated  # noqa: E402
 from loadtests.slo import Slo, evaluate  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_SUGAR = REPO_ROOT.parent / "shared" / "data" / "sugar" / "sugar.jsonl"
-#: The default traffic mix, in percent: mostly socialbot turns, a few requests against a bank and
-#: fewer very large pools (docs/guides/load-tests.md, "SLO gate", says how these were chosen).
-DEFAULT_WEIGHTS = {"socialbot": 50, "situated": 20, "agent_assist": 23, "large_pool": 2, "bank": 5}
 #: The SLO gate's p95 limit per scenario, in milliseconds (docs/guides/load-tests.md, "SLO gate").
 DEFAULT_SLO_P95_MS = {
     "socialbot": 1000,

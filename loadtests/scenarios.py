@@ -29,6 +29,10 @@ from loadtests.expected import BankInfo, Guidelines
 logger = logging.getLogger(__name__)
 
 SCENARIOS = ("socialbot", "situated", "agent_assist", "large_pool", "bank")
+#: The default traffic mix, in percent: mostly socialbot turns, a few requests against a bank and
+#: fewer very large pools (docs/guides/load-tests.md, "SLO gate", says how these were chosen).
+#: Locust's users and ``benchmarks/soak.py`` deal their requests by it.
+DEFAULT_WEIGHTS = {"socialbot": 50, "situated": 20, "agent_assist": 23, "large_pool": 2, "bank": 5}
 SOCIALBOT_GENERATORS = ("template", "retrieval", "neural", "llm")
 AGENT_GENERATORS = ("retrieval", "llm", "rule")
 LARGE_POOL_SIZE = 100

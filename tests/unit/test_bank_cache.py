@@ -1,4 +1,4 @@
-"""The banks' embedding cache: a restart reads it; a changed text or encoder embeds again."""
+"""The banks' embedding cache: a restart reads it; a new text or encoder embeds, and only what is new."""
 
 from __future__ import annotations
 
@@ -71,17 +71,36 @@ async def test_a_restart_with_the_same_texts_reads_the_vectors_from_the_cache(
     assert [(f"v2-{i}", c) for i, c in drawn] == drawn_again
 
 
-async def test_a_changed_text_embeds_again_and_replaces_the_old_file(bundle: Path, tmp_path: Path) -> None:
+async def test_a_changed_text_embeds_only_that_text_and_rewrites_the_one_file(
+    bundle: Path, tmp_path: Path
+) -> None:
     bank = write_bank(tmp_path / "support.jsonl", SUPPORT_BANK)
     await start_once(bundle, bank)
-    before = cache_files(tmp_path)
+    (cached,) = tmp_path.glob(f"*{SUFFIX}")
+    before = cached.read_bytes()
     edited = [*SUPPORT_BANK[:-1], {"id": "coffee", "text": "Your parcel is at the post office."}]
     listed, drawn = await start_once(bundle, write_bank(bank, edited))
     assert listed["from_cache"] is False and "coffee" in dict(drawn)
-    after = cache_files(tmp_path)
-    assert len(after) == 1 and after != before
+    assert (listed["last_load"]["embedded"], listed["last_load"]["reused"]) == (1, len(SUPPORT_BANK) - 1)
+    assert cache_files(tmp_path) == [cached.name] and cached.read_bytes() != before
     again, _ = await start_once(bundle, bank)
-    assert again["from_cache"] is True
+    assert again["from_cache"] is True and again["last_load"]["embedded"] == 0
+
+
+async def test_a_reordered_file_reuses_every_vector(bundle: Path, tmp_path: Path) -> None:
+    bank = write_bank(tmp_path / "support.jsonl", SUPPORT_BANK)
+    _, drawn = await start_once(bundle, bank)
+    listed, drawn_again = await start_once(bundle, write_bank(bank, SUPPORT_BANK[::-1]))
+    assert listed["from_cache"] is True and listed["last_load"]["reused"] == len(SUPPORT_BANK)
+    assert drawn_again == drawn
+
+
+async def test_a_file_of_the_former_layout_is_replaced(bundle: Path, tmp_path: Path) -> None:
+    bank = write_bank(tmp_path / "support.jsonl", SUPPORT_BANK)
+    former = tmp_path / f"support-{'0' * 24}{SUFFIX}"  # keyed by the texts, without digests
+    former.write_bytes(b"an older layout")
+    listed, _ = await start_once(bundle, bank)
+    assert listed["from_cache"] is False and not former.exists() and len(cache_files(tmp_path)) == 1
 
 
 async def test_another_encoder_embeds_again(bundle: Path, tmp_path: Path) -> None:

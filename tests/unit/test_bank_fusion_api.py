@@ -123,7 +123,7 @@ async def test_a_bank_response_loses_its_hubness_and_the_hubness_is_kept_in_the_
     answers = []
     for _ in range(2):  # the second start reads the hubness from the cache
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="dialogue_ranker.serving.banks.loader"):
+        with caplog.at_level(logging.INFO, logger="dialogue_ranker.serving.banks"):
             async with serve_in_process(app(bundle, f"support={bank}")) as client:
                 await wait_banks_ready(client)
                 answers.append((await client.post("/rank", json=PASSWORD)).json())
@@ -156,7 +156,7 @@ async def test_vectors_cached_before_a_fusion_used_hubness_are_kept_and_the_hubn
     computed = []
     for _ in range(2):
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="dialogue_ranker.serving.banks.loader"):
+        with caplog.at_level(logging.INFO, logger="dialogue_ranker.serving.banks"):
             async with serve_in_process(app(hubs, f"support={bank}")) as client:
                 listed = (await wait_banks_ready(client))["data"][0]
         assert listed["from_cache"] is True  # the vectors are never embedded again

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from dialogue_ranker.serving.metrics import Metrics
+from dialogue_ranker.serving.metrics import Metrics, route_label
 
 
 def test_every_metric_has_the_ranker_prefix() -> None:
@@ -32,6 +32,14 @@ def test_the_expected_metrics_are_exposed() -> None:
         "ranker_model_info",
     ):
         assert f"# HELP {name}" in text
+
+
+def test_a_route_with_a_bank_name_in_its_path_is_timed_under_its_template() -> None:
+    assert route_label("/v1/banks") == "/v1/banks"
+    assert route_label("/v1/banks/support") == "/v1/banks/{name}"
+    assert route_label("/v1/banks/support/reload") == "/v1/banks/{name}/reload"
+    assert route_label("/v1/banks/support/other") == "other"
+    assert route_label("/v1/nothing") == "other"
 
 
 def test_two_apps_metrics_do_not_clash() -> None:

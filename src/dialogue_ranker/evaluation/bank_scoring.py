@@ -29,10 +29,11 @@ from dialogue_ranker.evaluation.retrieval import DevBank, recall_metrics, tfidf_
 from dialogue_ranker.evaluation.scoring import view_logits
 from dialogue_ranker.serving import context_views
 from dialogue_ranker.serving.banks.bank_file import Bank, BankEntry
-from dialogue_ranker.serving.banks.cache import EmbeddingCache, cache_key
+from dialogue_ranker.serving.banks.cache import EmbeddingCache
 from dialogue_ranker.serving.banks.encoder import TextEncoder, file_sha256
 from dialogue_ranker.serving.banks.hubness import hubness
 from dialogue_ranker.serving.banks.index import QuantizedVectors
+from dialogue_ranker.serving.banks.text_vectors import assemble, text_digests
 from dialogue_ranker.serving.cpu import available_cpus
 from dialogue_ranker.serving.fusion import Fusion
 from dialogue_ranker.serving.list_encoding import ListEncoder
@@ -86,16 +87,18 @@ class BankEvaluation:
         entries = tuple(BankEntry(str(i), t) for i, t in enumerate(texts))
         name = f"{data.name}-{self.encoder.identity[:8]}"  # one file per retriever: a save drops the others
         bank = Bank(name, self.cache_dir / f"{name}.jsonl", entries, digest)
-        key = cache_key(bank, self.encoder.identity)
-        kept = self.cache.load(bank, key, self.encoder.dim)
-        if kept is not None:
-            return kept
+        identity = self.encoder.identity
+        digests = text_digests(texts, identity)
+        kept = self.cache.load(bank, identity, self.encoder.dim)
+        if kept is not None and kept.same_rows(digests):
+            return kept.vectors
         started = time.perf_counter()
-        vectors = QuantizedVectors.from_float(self.encoder.embed_all(list(texts)))
-        print(f"  {data.name}: {len(texts):,} responses embedded in {time.perf_counter() - started:.0f} s",
-              file=sys.stderr)  # fmt: skip
-        self.cache.save(bank, key, vectors)
-        return vectors
+        # Only the texts the cache does not hold are embedded (a bank grown by a few responses).
+        made = assemble(texts, digests, kept, self.encoder.embed_all, dim=self.encoder.dim)
+        print(f"  {data.name}: {made.embedded:,} of {len(texts):,} responses embedded in "
+              f"{time.perf_counter() - started:.0f} s", file=sys.stderr)  # fmt: skip
+        self.cache.save(bank, identity, made.vectors)
+        return made.vectors.vectors
 
     def retrieve(
         self, data: Dataset, vectors: QuantizedVectors

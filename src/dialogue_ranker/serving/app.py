@@ -20,7 +20,7 @@ from dialogue_ranker.serving.api.middleware import REQUEST_ID_HEADER, RequestCon
 from dialogue_ranker.serving.api.rank import build_rank_router
 from dialogue_ranker.serving.api.rerank import build_rerank_router
 from dialogue_ranker.serving.backends import build_backend
-from dialogue_ranker.serving.banks import Bank
+from dialogue_ranker.serving.banks import Bank, BankUpdates
 from dialogue_ranker.serving.errors import (
     INTERNAL_ERROR_MESSAGE,
     InvalidInput,
@@ -68,9 +68,15 @@ def create_app(
         app.state.runtime = await Runtime.start(
             settings, metrics, backend_factory=backend_factory, tracer=tracer, banks=banks
         )
+        # SIGHUP reloads every bank; the watch reloads a bank whose file changed (when set).
+        updates = BankUpdates.install(
+            app.state.runtime.banks, watch_interval_s=settings.banks.watch_interval_s
+        )
         try:
             yield
         finally:
+            if updates is not None:
+                await updates.close()
             runtime, app.state.runtime = app.state.runtime, None
             await runtime.close()
             if owned_provider is not None:

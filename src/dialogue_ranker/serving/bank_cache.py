@@ -29,7 +29,6 @@ from pydantic_settings import CliApp, CliSettingsSource
 
 from dialogue_ranker.serving.__main__ import LOG_FORMAT
 from dialogue_ranker.serving.banks import BankError, BankSet, BankState, check_banks
-from dialogue_ranker.serving.banks.cache import cache_key
 from dialogue_ranker.serving.errors import BackendUnavailable
 from dialogue_ranker.serving.metrics import Metrics
 from dialogue_ranker.serving.model_bundle import BundleError
@@ -82,7 +81,7 @@ async def fill_cache(settings: Settings) -> list[Path]:
         try:
             # Where the loader keeps each bank's vectors (the encoder is started: its identity is known).
             identity = bank_set.encoder.identity
-            files = {bank.name: bank_set.cache.path(bank, cache_key(bank, identity)) for bank in banks}
+            files = {bank.name: bank_set.builder.cache.path(bank, identity) for bank in banks}
             for directory in sorted({path.parent for path in files.values()}):
                 _check_writable(directory)
             bank_set.embed_in_background()

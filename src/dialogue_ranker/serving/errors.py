@@ -42,6 +42,10 @@ class UnknownBank(InvalidInput):
         self.bank = bank
 
 
+class InvalidBankFile(InvalidInput):
+    """A bank's file, read again for a reload, is unreadable or has a bad line (the old version stays)."""
+
+
 class MalformedRequest(RankerError):
     """The body is not parseable JSON."""
 
@@ -78,6 +82,15 @@ class UnknownCandidate(RankerError):
 
 class LoggingOff(RankerError):
     """Feedback was sent to a service that keeps no request log (``--logs.dir`` is not set)."""
+
+
+class BankNotFound(NotFound):
+    """A bank route names a bank the service does not serve."""
+
+    def __init__(self, bank: str, served: list[str]) -> None:
+        known = ", ".join(repr(name) for name in served) or "none (start the service with --bank NAME=FILE)"
+        super().__init__(f"name: no bank {bank!r}; served: {known}")
+        self.bank = bank
 
 
 class MethodNotAllowed(RankerError):
@@ -121,6 +134,7 @@ ERROR_TABLE: dict[type[RankerError], tuple[int, str]] = {
     Unauthorized: (401, "unauthorized"),
     NotFound: (404, "not_found"),
     UnknownCandidate: (404, "unknown_candidate"),
+    BankNotFound: (404, "bank_not_found"),
     MethodNotAllowed: (405, "method_not_allowed"),
     RequestTimeout: (408, "request_timeout"),
     LoggingOff: (409, "logging_off"),
@@ -129,6 +143,7 @@ ERROR_TABLE: dict[type[RankerError], tuple[int, str]] = {
     InvalidInput: (422, "invalid_input"),
     UnknownIntent: (422, "unknown_intent"),
     UnknownBank: (422, "unknown_bank"),
+    InvalidBankFile: (422, "invalid_bank_file"),
     Overloaded: (429, "overloaded"),
     BackendError: (502, "backend_error"),
     NotReady: (503, "not_ready"),

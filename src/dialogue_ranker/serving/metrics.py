@@ -16,6 +16,7 @@ as aliases with their old ``role`` label (always ``ranker``), recorded beside th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
@@ -53,9 +54,18 @@ SCORE_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
+#: Routes with a path parameter: the pattern of their paths -> their label (the route's template).
+TEMPLATED_ROUTES = (
+    (re.compile(r"/v1/banks/[^/]+"), "/v1/banks/{name}"),
+    (re.compile(r"/v1/banks/[^/]+/reload"), "/v1/banks/{name}/reload"),
+)
+
+
 def route_label(path: str) -> str:
-    """The ``route`` label value of a request path: the path when it is a known route, else ``other``."""
-    return path if path in ROUTES else "other"
+    """The ``route`` label value of a request path: the known route (its template), else ``other``."""
+    if path in ROUTES:
+        return path
+    return next((label for pattern, label in TEMPLATED_ROUTES if pattern.fullmatch(path)), "other")
 
 
 class Metrics:
@@ -240,8 +250,42 @@ class Metrics:
         )
         self.bank_load = Gauge(
             f"{p}_bank_load_seconds",
-            "Seconds a bank's vectors took at start, by source: `cache` (read from disk) or `computed`.",
+            "Seconds a bank's vectors took at start, by source: `cache` (every vector read from disk) or "
+            "`computed` (some texts embedded).",
             ["bank", "source"],
+            registry=r,
+        )
+        self.bank_version = Info(
+            f"{p}_bank_version",
+            "The version each bank serves: the SHA-256 of its file's records (id, text, generator, action).",
+            ["bank"],
+            registry=r,
+        )
+        self.bank_loads = Counter(
+            f"{p}_bank_loads_total",
+            "Loads of a bank's file by trigger (`start`, `api`: POST /v1/banks/{name}/reload, `signal`: "
+            "SIGHUP, `watch`: banks.watch-interval-s) and outcome (`ok`, or `failed`: the old version "
+            "stays served).",
+            ["bank", "trigger", "outcome"],
+            registry=r,
+        )
+        self.bank_last_load = Gauge(
+            f"{p}_bank_last_load_timestamp_seconds",
+            "When a bank's file was last loaded (at start or by a reload), by outcome: Unix time.",
+            ["bank", "outcome"],
+            registry=r,
+        )
+        self.bank_embedded_texts = Counter(
+            f"{p}_bank_embedded_texts_total",
+            "Bank texts embedded by the retrieval encoder (at start and by reloads): the new texts only.",
+            ["bank"],
+            registry=r,
+        )
+        self.bank_reused_texts = Counter(
+            f"{p}_bank_reused_texts_total",
+            "Bank responses whose vector was reused by its text's digest (from memory or the cache) rather "
+            "than embedded, at start and by reloads.",
+            ["bank"],
             registry=r,
         )
         self.retrieval_duration = Histogram(

@@ -82,7 +82,8 @@ class Settings(BaseSettings):
         description="NAME=FILE: a response bank (JSONL, one response a line: id, text, optional generator "
         "and action) that a /rank request draws candidates from with `bank: NAME`. Repeat the flag (or "
         "separate with commas) for several. Embedded at start in the background (/readyz is not ready until "
-        "every bank is); a bad file stops the start, naming its line and field.",
+        "every bank is); a bad file stops the start, naming its line and field. Reloaded live by POST "
+        "/v1/banks/{name}/reload, SIGHUP or banks.watch-interval-s (only new texts are embedded).",
     )
     guidelines: Path = Field(
         DEFAULT_GUIDELINES, description="ABCD-format kb.json: intent -> allowed agent actions."

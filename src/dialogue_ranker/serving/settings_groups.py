@@ -195,9 +195,10 @@ class BanksSettings(BaseModel):
     )
     cache_dir: Path | None = Field(
         None,
-        description="Where bank vectors are kept between starts, keyed by the bank's texts and the "
-        "encoder's graph and tokenizer (default: next to each bank file). A directory that cannot be "
-        "written costs only the cache (a warning in the log).",
+        description="Where bank vectors are kept between starts, each under its text's digest and the "
+        "encoder's graph and tokenizer, so a start or a reload embeds only texts it has not seen (default: "
+        "next to each bank file). A directory that cannot be written costs only the cache (a warning in the "
+        "log).",
     )
     retrieve_k: int = Field(
         50,
@@ -207,6 +208,15 @@ class BanksSettings(BaseModel):
         "limits.max-candidates less its own candidates. Each costs a ranker candidate (about 10 ms on 2 "
         "cores); all-MiniLM-L6-v2 put a good reply among the nearest 10 / 50 / 100 of 10,121 "
         "DailyDialog++ dev responses for 53% / 71% / 79% of contexts.",
+    )
+    watch_interval_s: float = Field(
+        0.0,
+        ge=0,
+        le=3600,
+        description="Every this many seconds, check each bank file's modification time and size, and reload "
+        "a bank whose file changed, as POST /v1/banks/{name}/reload does (0: off; SIGHUP and the route "
+        "reload anyway). Write the new file beside the old and rename it into place: a file caught half "
+        "written fails its check, and the old version stays served until the next change.",
     )
 
 

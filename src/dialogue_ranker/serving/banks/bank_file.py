@@ -1,12 +1,13 @@
-"""A response bank's file: JSONL, one response a line, read and checked once at start.
+"""A response bank's file: JSONL, one response a line, read and checked whole at start and at each reload.
 
     {"id": "greet-1", "text": "Hello! How can I help you today?"}
     {"id": "a-17", "text": "Let me pull up your account.", "action": "pull-up-account", "generator": "macro"}
 
 ``id`` (unique in the file) and ``text`` are required; ``generator`` and ``action`` are optional
 and mean what they mean on a request's candidates (metrics, and guideline masks for an intent).
-Blank lines are skipped. The first bad line stops the start with the file, its line number and
-the field: a bank is served whole or not at all, never with responses silently dropped.
+Blank lines are skipped. The first bad line stops the start (or refuses the reload) with the file,
+its line number and the field: a bank is served whole or not at all, never with responses silently
+dropped.
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ class Bank:
     #: SHA-256 of the texts in order: the vectors depend on nothing else of the file, so an edit of
     #: an id or action keeps the embedding cache and an edit of a text (or the order) does not.
     texts_sha256: str
+    #: SHA-256 of the records (id, text, generator, action) in order: the bank's version, equal for
+    #: two files that hold the same responses whatever their spacing or key order. Empty for a bank
+    #: not read from a file.
+    version: str = ""
 
     @property
     def size(self) -> int:
@@ -110,10 +115,17 @@ def read_bank(name: str, path: str | Path, *, max_text_chars: int) -> Bank:
         entries.append(entry)
     if not entries:
         raise BankError(f"bank {name!r}: {path} holds no response (one JSON object a line: id, text)")
-    digest = hashlib.sha256()
+    texts, records = hashlib.sha256(), hashlib.sha256()
     for entry in entries:
-        digest.update(entry.text.encode("utf-8") + b"\0")
-    return Bank(name=name, path=path.resolve(), entries=tuple(entries), texts_sha256=digest.hexdigest())
+        texts.update(entry.text.encode("utf-8") + b"\0")
+        records.update(json.dumps([entry.id, entry.text, entry.generator, entry.action]).encode() + b"\n")
+    return Bank(
+        name=name,
+        path=path.resolve(),
+        entries=tuple(entries),
+        texts_sha256=texts.hexdigest(),
+        version=records.hexdigest(),
+    )
 
 
 def _entry(schema: type[BaseModel], text: str, where: str) -> BankEntry:

@@ -4,7 +4,8 @@ Two sessions of the one graph: a bulk session with every CPU of the quota, which
 at start (nothing else runs then: ``/readyz`` is not ready), opened only when a bank is not in the
 cache and dropped once the banks are ready; and a query session with the ranker's per-call
 threads (``onnx.intra_op_threads``), which embeds one request's context beside the ranker's calls
-without asking the CPUs for more threads than they have. The retrieval query is made of the
+without asking the CPUs for more threads than they have, and a reload's new texts while requests
+are served. The retrieval query is made of the
 request's last turns (:func:`retrieval_query`), mixed with its last turn alone where the retriever
 says so (:meth:`TextEncoder.embed_queries`).
 """
@@ -164,8 +165,12 @@ class TextEncoder:
         progress: Progress | None = None,
         stop: threading.Event | None = None,
         batch_texts: int = BULK_BATCH_TEXTS,
+        bulk: bool = True,
     ) -> np.ndarray:
-        """Every text on the bulk session, shortest first (little padding), back in the given order.
+        """Every text, shortest first (little padding), back in the given order.
+
+        ``bulk``: on the bulk session (every CPU: the start, when nothing else runs), else on the
+        query session (a reload, beside the requests being served: no more threads than a call's).
 
         Raises:
             EmbeddingStopped: ``stop`` was set between two calls.
@@ -179,7 +184,8 @@ class TextEncoder:
             if stop is not None and stop.is_set():
                 raise EmbeddingStopped
             rows = order[start : start + batch_texts]
-            out[rows] = self._run(self._bulk_session(), [texts[i] for i in rows])
+            session = self._bulk_session() if bulk else self._query
+            out[rows] = self._run(session, [texts[i] for i in rows])
             if progress is not None:
                 progress(min(start + batch_texts, len(texts)))
         return out
