@@ -29,8 +29,12 @@ def _ms(seconds: list[float], q: float) -> float | None:
 
 
 def _failure(outcome: dict[str, Any]) -> str:
-    """A failed request's name: its status and, for a 200, what was wrong with the answer."""
-    return f"{outcome['status']}" if outcome["status"] != 200 else f"200 {outcome['problem']}"
+    """A failed request's name: its status and, for a 200 or no answer (0), what was wrong."""
+    return (
+        f"{outcome['status']}"
+        if outcome["status"] not in (0, 200)
+        else f"{outcome['status']} {outcome['problem']}"
+    )
 
 
 def per_minute(run: dict[str, Any]) -> list[dict[str, Any]]:
