@@ -258,3 +258,27 @@ def test_evaluation_scores_with_the_weights_asked_for(model_dir: Path) -> None:
         ]
         worst[weights] = max(diffs)
     assert worst["fp32"] < 1e-3 < worst["int8"], worst
+
+
+@needs_openvino
+def test_the_plugin_keeps_kernels_for_the_configured_number_of_shapes_only(model_dir: Path, monkeypatch) -> None:
+    """OpenVINO's own default (5000 shapes, about 1 MB each) grew a soaked server by gigabytes."""
+    import openvino
+
+    configs: list[dict] = []
+    compile_model = openvino.Core.compile_model
+
+    def recording(core, model, device, config):  # the plugin does not report the setting back
+        configs.append(dict(config))
+        return compile_model(core, model, device, config)
+
+    monkeypatch.setattr(openvino.Core, "compile_model", recording)
+    bundle = load_bundle(model_dir)
+    for settings, expected in (({}, 256), ({"runtime_cache_capacity": 16}, 16)):
+        backend = factory.openvino_backend(
+            Settings(model=model_dir, openvino={"solo_threads": 2} | settings), bundle.ranker, "f32"
+        )
+        backend.start()
+        backend.close()
+        assert [c["CPU_RUNTIME_CACHE_CAPACITY"] for c in configs] == [expected, expected]  # pool and solo
+        configs.clear()

@@ -13,7 +13,6 @@ from dialogue_ranker.serving.api.auth import KeyFileError
 from dialogue_ranker.serving.api.connections import guarded_protocol
 from dialogue_ranker.serving.app import create_app
 from dialogue_ranker.serving.banks import BankError, check_banks
-from dialogue_ranker.serving.memory import limit_malloc_arenas
 from dialogue_ranker.serving.metrics import Metrics
 from dialogue_ranker.serving.model_bundle import BundleError
 from dialogue_ranker.serving.request_logs import LogsError, check_logs
@@ -27,8 +26,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Parse settings and serve until interrupted."""
     settings = CliApp.run(Settings, cli_args=list(sys.argv[1:] if argv is None else argv))
     logging.basicConfig(level=settings.log_level.upper(), format=LOG_FORMAT)
-    # Before the runtimes and the server start their threads (serving/memory.py says why).
-    limit_malloc_arenas(settings.server.malloc_arenas)
     metrics = Metrics(generators=settings.ranking.generators)
     try:
         check_aliases(settings)

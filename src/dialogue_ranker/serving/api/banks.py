@@ -164,9 +164,7 @@ async def bank(name: BankName, runtime: RuntimeDep) -> BankOut:
     return _describe(served, banks)
 
 
-@router.post(
-    "/v1/banks/{name}/reload", tags=["operations"], responses=RELOAD_RESPONSES
-)
+@router.post("/v1/banks/{name}/reload", tags=["operations"], responses=RELOAD_RESPONSES)
 async def reload_bank(name: BankName, runtime: RuntimeDep) -> BankOut:
     """Read the bank's file again and serve it: only its new texts are embedded; requests switch in one step.
 

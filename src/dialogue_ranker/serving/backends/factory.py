@@ -94,6 +94,7 @@ def openvino_backend(settings: Settings, spec: OnnxModelSpec, precision: Precisi
         solo_threads=ov.solo_threads or available_cpus(),
         dynamic_quantization_group_size=ov.dynamic_quantization_group_size,
         weights=resolve_weights(ov.weights, precision),
+        runtime_cache_capacity=ov.runtime_cache_capacity,
     )
 
 

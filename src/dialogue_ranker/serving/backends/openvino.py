@@ -47,6 +47,8 @@ Weights = Literal["int8", "fp32"]
 #: weights' blocks of 128 (MatMulNBits' own), 1.24x faster than OpenVINO's default of 32 on 2 Zen 5
 #: cores at the same distance from fp32 (docs/research/2026-11-26-openvino-backend.md).
 GROUP_SIZE = 128
+#: Input shapes whose kernels the CPU plugin keeps per compilation (the setting's default; see it).
+RUNTIME_CACHE_CAPACITY = 256
 INSTALL_HINT = optional.RUNTIMES["openvino"].install_hint
 
 
@@ -87,6 +89,7 @@ def compile_graph(
     threads: int,
     dynamic_quantization_group_size: int | None = GROUP_SIZE,
     weights: Weights = "int8",
+    runtime_cache_capacity: int | None = RUNTIME_CACHE_CAPACITY,
 ) -> Any:
     """The ONNX graph at ``path`` compiled for the CPU (an ``openvino.CompiledModel``).
 
@@ -103,6 +106,10 @@ def compile_graph(
     }
     if dynamic_quantization_group_size is not None:
         config["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = dynamic_quantization_group_size
+    if runtime_cache_capacity is not None:
+        # Kernels compiled per input shape; the graph's shapes vary with every batch, and the plugin's
+        # default keeps 5000 of them (about 1 MB each): a long-running server's memory crept by GBs.
+        config["CPU_RUNTIME_CACHE_CAPACITY"] = runtime_cache_capacity
     try:
         core = ov.Core()
         model = core.read_model(str(path))
@@ -133,8 +140,10 @@ class OpenVinoBackend:
         solo_threads: int | None = None,
         dynamic_quantization_group_size: int | None = GROUP_SIZE,
         weights: Weights = "int8",
+        runtime_cache_capacity: int | None = RUNTIME_CACHE_CAPACITY,
     ) -> None:
         self.spec = spec
+        self.runtime_cache_capacity = runtime_cache_capacity
         self.weights: Weights = weights
         self.precision: str = precision
         self.streams = max(1, streams)
@@ -176,6 +185,7 @@ class OpenVinoBackend:
             threads=threads,
             dynamic_quantization_group_size=self.dynamic_quantization_group_size,
             weights=self.weights,
+            runtime_cache_capacity=self.runtime_cache_capacity,
         )
 
     def close(self) -> None:
