@@ -261,7 +261,7 @@ def test_evaluation_scores_with_the_weights_asked_for(model_dir: Path) -> None:
 
 
 @needs_openvino
-def test_the_plugin_keeps_kernels_for_the_configured_number_of_shapes_only(model_dir: Path, monkeypatch) -> None:
+def test_the_plugin_keeps_kernels_for_the_configured_number_of_shapes_only(model_dir: Path, monkeypatch):
     """OpenVINO's own default (5000 shapes, about 1 MB each) grew a soaked server by gigabytes."""
     import openvino
 
