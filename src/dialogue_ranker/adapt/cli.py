@@ -105,7 +105,7 @@ class Adaptation:
         try:
             for number, phase in enumerate(PHASES, start=1):
                 if self.state.done(phase):
-                    progress.bar.write(
+                    progress.say(
                         f"adapt: {phase} finished before ({self.state.facts(phase)['seconds']:.0f} s)"
                     )
                     continue
@@ -113,7 +113,7 @@ class Adaptation:
                 facts = self.run_phase(phase)
                 self.state.finish(phase, progress.finish(), facts)
                 if self.args.stop_after == phase and phase != PHASES[-1]:
-                    progress.bar.write(f"--stop-after {phase}: stopping as a kill would; --resume continues")
+                    progress.say(f"--stop-after {phase}: stopping as a kill would; --resume continues")
                     raise SystemExit(STOPPED_STATUS)
         finally:
             progress.close()

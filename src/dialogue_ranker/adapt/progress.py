@@ -40,6 +40,10 @@ class Progress:
         self.bar.update(min(seconds, self.bar.total - self.bar.n))
         return seconds
 
+    def say(self, line: str) -> None:
+        """A line on stderr above the bar."""
+        self.bar.write(line, file=sys.stderr)
+
     def close(self) -> None:
         """End the bar."""
         self.bar.close()
