@@ -13,14 +13,14 @@ Six phases, each recorded in ``OUT/adapt.json`` when done, so a killed command c
    view, on the team's train part and the guard's replay; dev checked five times, stopped at the
    planned steps, after two checks without a better dev score, or when its share is spent;
 3. **export**: ``ranker export``: the graph that holds dev P@1 within 0.01 of fp32 ships (the
-   base's int8 where it holds, fp16 weights or fp32 where it does not), with the base's context views;
+   base's int8 where it holds, fp32 where it does not), with the base's context views;
 4. **calibrate**: each runtime's map and threshold fitted on the team's dev part (``ranker
    calibrate``'s functions); the bundle is ``OUT/bundle``;
 5. **evaluate**: the base and adapted bundles on the team's test part and the regression suite
    (``--regression-suite``: what the base knew), each metric with its paired bootstrap interval;
 6. **report**: ``OUT/report.md`` and ``OUT/report.png``; the bundle's lineage in its metadata and card.
 
-``--minutes`` covers all six: training gets 55% of what preparing leaves, the export 15%, the
+``--minutes`` covers all six: training gets 50% of what preparing leaves, the export 20%, the
 calibration 10%, the evaluation 20%, each phase's work sized to its share from a measured scoring
 rate (:mod:`dialogue_ranker.adapt.budget`). The forgetting guard (``--guard``, default ``both``)
 replays the base's own training lists and has the base teach them (:mod:`dialogue_ranker.adapt.guard`),

@@ -1,12 +1,13 @@
 """The export phase: ``ranker export`` on the run, the graph that holds dev accuracy shipped.
 
-The export builds fp32 and ``--variants`` (by default the base's int8 grid and fp16 weights), checks
-each on the run's dev lists (the team's and the replay files') and ships the fastest whose dev P@1 is
-within 0.01 of fp32's on every file (:mod:`dialogue_ranker.export.variant_choice`): int8 where it
-holds, fp16 weights or fp32 where int8 loses. ``--max-mb`` is lifted to 100 so that fp32 can ship
-when nothing smaller holds: a team's bundle is not held to the repository's budget. The export
-takes the base bundle's context views (the run records it; :mod:`dialogue_ranker.export.base_serving`).
-The base's retrieval encoder (``retriever/``, for response banks) is copied in unchanged.
+The export builds fp32 and ``--variants`` (by default the base's int8 grid), checks each on the
+run's dev lists (the team's and the replay files') and ships the fastest whose dev P@1 is within
+0.01 of fp32's on every file (:mod:`dialogue_ranker.export.variant_choice`): int8 where it holds,
+fp32 (or ``fp16_weights``, when ``--variants`` names it) where int8 loses. ``--max-mb`` is lifted
+to 100 so that fp32 can ship when nothing smaller holds: a team's bundle is not held to the
+repository's budget. The export takes the base bundle's context views (the run records the bundle;
+:mod:`dialogue_ranker.export.base_serving`). The base's retrieval encoder (``retriever/``, for
+response banks) is copied in unchanged.
 """
 
 from __future__ import annotations
