@@ -3,13 +3,13 @@
 The run starts from the base bundle's weights (``--init-bundle``, dequantized) with its head,
 encoding and last-turn view (the bundle's serving settings, so the run learns the logits the
 service will combine); the export takes the prior's view from the same bundle. Its epochs are the
-plan's dev checks (:data:`dialogue_ranker.adapt.budget.ROUNDS`): each file's weight is set so that
-an epoch is a fifth of the planned steps, the team's lists and each replay file in the guard's
-proportion; after each, the dev lists are scored and the best epoch kept, and the run stops after
-:data:`~dialogue_ranker.adapt.budget.PATIENCE` epochs without a better score, at the planned steps,
-or when its share of the budget is spent (``--max-seconds``). Checkpoints every fifth of the steps
-let ``--resume`` continue a killed run (the command line is recorded on the first start, so the
-resumed run is the same run).
+plan's dev checks (up to :data:`dialogue_ranker.adapt.budget.ROUNDS`): each file's weight is set so
+that an epoch is its share of the planned steps, the team's lists and each replay file in the
+guard's proportion, in whole batches; after each epoch the dev lists are scored and the best epoch
+kept. The run stops after :data:`~dialogue_ranker.adapt.budget.PATIENCE` epochs without a better
+score, at the planned steps, or when its share of the budget is spent (``--max-seconds``, less the
+time its end takes). Checkpoints every fifth of the steps let ``--resume`` continue a killed run
+(the command line is recorded on the first start, so the resumed run is the same run).
 """
 
 from __future__ import annotations
@@ -36,20 +36,23 @@ MIN_SECONDS = 30.0
 
 
 def weights(prepared: dict[str, Any], limit: int | None) -> tuple[float, list[float]]:
-    """The team file's and each replay file's ``--data`` weight: one epoch is one dev check's steps.
+    """The team file's and each replay file's ``--data`` weight: an epoch is one dev check's steps.
 
-    A replay file's ``weight`` is its lists per list of the team's.
+    A replay file's ``weight`` is its lists per list of the team's. Each file gives an epoch whole
+    batches (``ranker train`` batches within a file): its share of the epoch's steps, rounded, the
+    team's at least one.
     """
     plan = prepared["plan"]
-    per_epoch = plan["steps"] / budget.ROUNDS * BATCH_LISTS
+    steps = plan["steps"] / plan["rounds"]
     replay = prepared["replay"]
     total = 1.0 + sum(r["weight"] for r in replay)
 
-    def available(n: int) -> int:
-        return max(1, min(n, limit) if limit else n)
+    def weight(share: float, lists: int, least: int = 0) -> float:
+        batches = max(least, round(steps * share / total))
+        return batches * BATCH_LISTS / max(1, min(lists, limit) if limit else lists)
 
-    team = per_epoch / total / available(prepared["split"]["counts"]["train"]["lists"])
-    return team, [per_epoch * r["weight"] / total / available(r["train_lists"]) for r in replay]
+    team = weight(1.0, prepared["split"]["counts"]["train"]["lists"], least=1)
+    return team, [weight(r["weight"], r["train_lists"]) for r in replay]
 
 
 def train_argv(args: argparse.Namespace, layout: Layout, prepared: dict[str, Any]) -> list[str]:
@@ -65,7 +68,7 @@ def train_argv(args: argparse.Namespace, layout: Layout, prepared: dict[str, Any
         "--seed", str(args.seed),
         "--lr", f"{LEARNING_RATE:g}",
         "--batch-lists", str(BATCH_LISTS),
-        "--epochs", str(budget.ROUNDS),
+        "--epochs", str(plan["rounds"]),
         "--max-steps", str(plan["steps"]),
         "--patience", str(budget.PATIENCE),
         "--dev-lists", str(plan["dev_lists"]),
@@ -91,7 +94,9 @@ def run_training(args: argparse.Namespace, layout: Layout, state: State, *, seco
             print(f"train: continuing from {checkpoint.checkpoints(layout.run)[-1]}", flush=True)
         print("ranker train " + " ".join(argv), flush=True)
         started = time.perf_counter()
-        train.main([*argv, "--max-seconds", f"{max(MIN_SECONDS, seconds):.0f}", *resume])
+        # The last dev check, the run's calibration and its save come after the last step.
+        stepping = seconds * (1 - budget.TRAIN_END_SHARE)
+        train.main([*argv, "--max-seconds", f"{max(MIN_SECONDS, stepping):.0f}", *resume])
         print(f"train: {time.perf_counter() - started:.0f} s", flush=True)
     metrics = json.loads((layout.run / "metrics.json").read_text())
     history = metrics["history"]
