@@ -1,7 +1,8 @@
 """How ``ranker adapt`` spends its ``--minutes``: a share per phase, and each phase's work sized to it.
 
 ``--minutes`` covers the whole command. Preparing (reading, splitting, a rate probe) takes what it
-takes, a few seconds; the rest is shared out:
+takes, a few seconds; the rest is shared out (where the export's or the evaluation's fixed work
+needs more than its share, training gives it up, down to a quarter of the budget):
 
 | phase | share | what is sized to fit it |
 | --- | --- | --- |
@@ -41,11 +42,12 @@ PATIENCE = 2
 #: check, the run's calibration, its save): ``--max-seconds`` is the share less this.
 DEV_SHARE = 0.10
 TRAIN_END_SHARE = 0.10
-#: The export: building the graphs, timing them, scoring each candidate alone, the views and the
-#: samples cost about this many scored lists (about 100 s on the busy 2 cores); half the rest of its
-#: share scores the dev lists with each graph (fp32 and the base's int8), half the views on the
-#: shipped one.
-EXPORT_FIXED_LISTS = 350.0
+#: The export: building the graphs and timing them cost about this many scored lists, and each
+#: training file about EXPORT_FILE_LISTS more (its dev lists' parity sample and each candidate scored
+#: alone, per graph): 135 s and 31 s a file on the busy 2 cores. Half the rest of its share scores the
+#: dev lists with each graph (fp32 and the base's int8), half the views on the shipped one.
+EXPORT_FIXED_LISTS = 450.0
+EXPORT_FILE_LISTS = 110.0
 EXPORT_GRAPHS = 2
 EXPORT_SCORING_SHARE = 0.5
 #: Calibrating: ONNX Runtime's int8 graph once, OpenVINO f32 and bf16 at about 0.4 of it each.
@@ -54,6 +56,9 @@ CALIBRATE_COST = 1.8
 #: Topical-Chat's long lists are most of it); the team's test lists get the rest of the phase.
 SUITE_COST_LISTS = 630.0
 MIN_LISTS, MAX_LISTS = 20, 2000
+#: Where the export's or the evaluation's fixed work needs more than its share, training gives it
+#: up, down to this share of the budget.
+MIN_TRAIN_SHARE = 0.25
 MIN_STEPS = 1
 
 
@@ -91,17 +96,24 @@ def plan(
 ) -> Plan:
     """The plan for ``seconds`` (what is left after preparing) at the probe's ``seconds_per_list``.
 
-    ``files``: the training files (the team's and the replay files); ``max_steps`` overrides the
-    planned steps (smoke runs).
+    The export and the evaluation get their share, or what their fixed work needs where that is
+    more (the graphs built and checked file by file; the regression suite), and training the rest,
+    at least :data:`MIN_TRAIN_SHARE`. ``files``: the training files (the team's and the replay
+    files); ``max_steps`` overrides the planned steps (smoke runs).
     """
-    share = {phase: seconds * part for phase, part in SHARES.items()}
     per_list = max(seconds_per_list, 1e-3)
+    share = {phase: seconds * part for phase, part in SHARES.items()}
+    export_fixed = (EXPORT_FIXED_LISTS + EXPORT_FILE_LISTS * files) * per_list
+    share["export"] = max(share["export"], export_fixed)
+    share["evaluate"] = max(share["evaluate"], (SUITE_COST_LISTS + 2 * MIN_LISTS) * per_list)
+    others = sum(s for phase, s in share.items() if phase != "train")
+    share["train"] = max(seconds * MIN_TRAIN_SHARE, seconds - others)
     step_s = per_list * (STEP_COST_LISTS + (TEACHER_STEP_COST_LISTS if teacher else 0)) * batch_lists / 8
     stepping = share["train"] * (1 - DEV_SHARE - TRAIN_END_SHARE) - TRAIN_START_COST_LISTS * per_list
     steps = max_steps or max(MIN_STEPS, int(stepping / step_s))
     rounds = clamp(steps / STEPS_PER_ROUND, 1, ROUNDS)
     dev_lists = clamp(share["train"] * DEV_SHARE / (rounds * files * DEV_LIST_COST * per_list), 10, 400)
-    scoring = (share["export"] - EXPORT_FIXED_LISTS * per_list) * EXPORT_SCORING_SHARE
+    scoring = (share["export"] - export_fixed) * EXPORT_SCORING_SHARE
     export_dev = scoring / (EXPORT_GRAPHS * files * DEV_LIST_COST * per_list)
     team_test = (share["evaluate"] - SUITE_COST_LISTS * per_list) / (2 * per_list)
     return Plan(

@@ -10,8 +10,9 @@ Six phases, each recorded in ``OUT/adapt.json`` when done, so a killed command c
    logs and feedback), split them by group (a stable hash: 70% train, 15% dev, 15% test; too few
    groups is refused), choose the replay files, probe the scoring rate and plan the budget;
 2. **train**: ``ranker train --init-bundle`` from the base, with its head, encoding and last-turn
-   view, on the team's train part and the guard's replay; dev checked five times, stopped at the
-   planned steps, after two checks without a better dev score, or when its share is spent;
+   view, on the team's train part and the guard's replay; dev checked after each epoch (up to
+   five), stopped at the planned steps, after two checks without a better dev score, or when its
+   share is spent;
 3. **export**: ``ranker export``: the graph that holds dev P@1 within 0.01 of fp32 ships (the
    base's int8 where it holds, fp32 where it does not), with the base's context views;
 4. **calibrate**: each runtime's map and threshold fitted on the team's dev part (``ranker

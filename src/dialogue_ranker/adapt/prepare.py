@@ -38,6 +38,7 @@ def base_facts(model: Path) -> dict[str, Any]:
         "name": bundle.name,
         "version": bundle.version,
         "id": bundle.model_id,
+        "precision": bundle.ranker.precision,
         "sha256": digest(model),
         "views": bundle.views.to_dict() if bundle.views.adds_views else {},
         "head": config.get("head", "cosine"),
@@ -101,6 +102,14 @@ def prepare(args: argparse.Namespace, layout: Layout, *, seconds_left: float) ->
     write_lists(layout.team_dev, held_out(split.dev, "all", plan.calibrate_lists, args.seed))
     write_lists(layout.team_test, held_out(split.test, "all", plan.test_lists, args.seed))
     print(f"plan ({rate:.3f} s a list scored): {json.dumps(plan.to_dict())}", flush=True)
+    needed = sum(plan.seconds.values())
+    if needed > 1.05 * (seconds_left - spent):
+        print(
+            f"WARNING: the budget is tight on this machine: the plan needs about {needed / 60:.0f} minutes "
+            "(the export's and the evaluation's fixed work, and a quarter of the budget to train); give "
+            "--minutes more, or read the overrun in the report's time table",
+            flush=True,
+        )
     return {
         "base": base_facts(args.model),
         "sources": [s.to_dict() for s in sources],

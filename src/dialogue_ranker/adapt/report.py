@@ -11,8 +11,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dialogue_ranker.adapt.budget import SHARES
-
 WHAT = {
     "prepare": "read and split the lists, probe the scoring rate, plan",
     "train": "ranker train from the base bundle",
@@ -56,12 +54,26 @@ def views_text(views: dict[str, float]) -> str:
     return ", ".join(f"{names.get(k, k)} {v:.4g}" for k, v in views.items())
 
 
+def graph_note(base_precision: str | None, shipped: str) -> str:
+    """A caution where the two bundles' graphs differ in precision (their numerics differ too)."""
+    adapted = shipped.split("_")[0]
+    if not base_precision or base_precision == adapted:
+        return ""
+    return (
+        f"The base's graph is {base_precision}, the adapted one's {adapted}: part of a difference here is "
+        "the graphs' numerics, not the training (the export's table below shows how far int8 and fp32 "
+        "of the adapted weights part on the dev lists).\n"
+    )
+
+
 def time_table(phases: dict[str, dict[str, Any]], plan: dict[str, Any], budget_s: float) -> str:
     """Each phase's planned share and the seconds it took."""
     lines = ["| phase | share | planned s | took s | what |", "| --- | ---: | ---: | ---: | --- |"]
+    planned_total = sum(plan["seconds"].values())
     for name, facts in phases.items():
-        share = f"{SHARES[name]:.0%}" if name in SHARES else "-"
-        planned = f"{plan['seconds'][name]:.0f}" if name in plan["seconds"] else "-"
+        seconds = plan["seconds"].get(name)
+        share = "-" if seconds is None else f"{seconds / planned_total:.0%}"
+        planned = "-" if seconds is None else f"{seconds:.0f}"
         lines.append(f"| {name} | {share} | {planned} | {facts['seconds']:.0f} | {WHAT.get(name, '')} |")
     total = sum(f["seconds"] for f in phases.values())
     lines.append(f"| all | 100% | {budget_s:.0f} | {total:.0f} | the budget, --minutes |")
@@ -150,6 +162,7 @@ Split by group ({prepared["split"]["rule"]}): the test part is read only here.
 
 {comparison_table(comparison["regression"], base=base, adapted=adapted, level=level)}
 
+{graph_note(prepared["base"].get("precision"), exported["shipped"])}
 Paired bootstrap: {comparison["suite"]["resamples"]} resamples, seed {comparison["suite"]["seed"]}, {level}
 intervals of adapted - base; under {comparison["suite"]["min_items"]} items no interval is drawn.
 A verdict of worse or better means the whole interval is on that side of zero.
