@@ -45,6 +45,10 @@ COMMANDS: dict[str, Command] = {
     "calibrate": Command(
         "dialogue_ranker.export.calibrate", "fit a bundle's map and threshold on your lists (a new bundle)"
     ),
+    "adapt": Command(
+        "dialogue_ranker.adapt.cli",
+        "your lists to a fine-tuned, exported, calibrated bundle and a report (one command)",
+    ),
     "card": Command("dialogue_ranker.export.card", "write a bundle's model card from its files"),
     "evaluate": Command("dialogue_ranker.training.evaluate_run", "evaluate a bundle (or a run) per domain"),
     "statement-effect": Command(

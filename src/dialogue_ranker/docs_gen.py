@@ -145,7 +145,7 @@ def errors_page() -> str:
     return (
         "# Errors\n\n"
         + HEADER
-        + "Every error has one JSON shape, `{\"error\": {\"type\", \"message\", \"request_id\"}}`, and one\n"
+        + 'Every error has one JSON shape, `{"error": {"type", "message", "request_id"}}`, and one\n'
         "status per type. A request that breaks the contract gets a 422 whose message names the\n"
         "field; a 500 never carries internals (its request id finds the traceback in the log).\n\n"
         "| status | type | class | when |\n| --- | --- | --- | --- |\n" + "\n".join(rows) + "\n"

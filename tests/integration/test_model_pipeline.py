@@ -383,8 +383,13 @@ def test_training_commands_name_a_bad_file_without_a_traceback(tmp_path):
     bad.write_text(json.dumps(line) + "\n")
     for command in (
         ["dialogue_ranker.training.train", "--data", str(bad), "--out", str(tmp_path / "run")],
-        ["dialogue_ranker.evaluation.domains", "--model", str(tmp_path / "no-model"),
-         "--lists", f"bad={bad}"],
+        [
+            "dialogue_ranker.evaluation.domains",
+            "--model",
+            str(tmp_path / "no-model"),
+            "--lists",
+            f"bad={bad}",
+        ],
     ):
         done = subprocess.run([sys.executable, "-m", *command], capture_output=True, text=True, timeout=120)
         assert done.returncode == 2, done.stderr

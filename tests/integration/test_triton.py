@@ -220,8 +220,7 @@ async def test_tritons_batcher_merges_concurrent_requests(triton: TritonProcess,
     assert execs < items
     name = json.loads((model_dir / "metadata.json").read_text())["name"]
     assert (
-        f'ranker_inference_duration_seconds_count{{backend="triton",model="{name}"}} 48.0'
-        in gateway_metrics
+        f'ranker_inference_duration_seconds_count{{backend="triton",model="{name}"}} 48.0' in gateway_metrics
     )
 
 

@@ -84,7 +84,6 @@ def test_contradicted_replies_are_counted_apart_from_situation_flips() -> None:
     assert (result["contradicted"], result["contradicted_pairs"]) == (0.0, 1)
 
 
-
 def test_models_side_by_side_show_each_metric_and_the_difference() -> None:
     from dialogue_ranker.evaluation.domains import side_by_side
 

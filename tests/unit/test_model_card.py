@@ -39,3 +39,26 @@ def test_check_fails_on_a_card_edited_by_hand(tmp_path: Path, capsys: pytest.Cap
         card.write("\nA line written by hand.\n")
     with pytest.raises(SystemExit, match="out of date"):
         main([str(bundle), "--check"])
+
+
+def test_an_adapted_bundles_card_states_its_lineage(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    shutil.copytree(SHIPPED_MODEL, bundle, ignore=shutil.ignore_patterns("model.onnx", "retriever"))
+    metadata = json.loads((bundle / "metadata.json").read_text())
+    metadata["adapted_by"] = {
+        "date": "2026-11-27",
+        "base": {"id": "dialogue-minilm-l6@2.10.0", "sha256": "ab" * 32},
+        "lists": [{"file": "persona-chat.jsonl", "sha256": "cd" * 32, "lists": 120, "groups": 12}],
+        "split": {"rule": "stable SHA-1 hash", "counts": {"train": {"lists": 80, "groups": 8}}},
+        "guard": {"kind": "both", "replay": [{"file": "sugar.jsonl", "weight": 0.1}], "teacher": "x@1"},
+        "training": {"steps": 40, "planned_steps": 50, "stopped_by": "max-seconds"},
+        "export": {"shipped": "fp32", "why": "int8 loses"},
+        "seconds": {"prepare": 3.0, "train": 600.0},
+    }
+    (bundle / "metadata.json").write_text(json.dumps(metadata))
+    card = render_card(bundle)
+    assert "## Lineage" in card and "from `dialogue-minilm-l6@2.10.0`" in card
+    assert "| `persona-chat.jsonl` | cdcdcdcdcdcd... | 120 | 12 |" in card
+    assert "Guard `both`: replay `sugar.jsonl` at 0.1; the base bundle taught" in card
+    assert "40 of 50 planned steps (stopped by max-seconds)" in card
+    assert "## Lineage" not in render_card(SHIPPED_MODEL)

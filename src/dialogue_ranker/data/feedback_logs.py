@@ -27,6 +27,7 @@ another replica's directory) joins nothing; :func:`join_logs` counts it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,3 +208,20 @@ def read_lists_or_logs(path: str | Path) -> list[RankingList]:
         DataError: as :func:`read_lists` for a file, as :func:`join_logs` for a directory.
     """
     return lists_from_logs(path) if Path(path).is_dir() else read_lists(path)
+
+
+def lists_digest(path: str | Path) -> str:
+    """SHA-256 of a lists file, or of a logs directory's files (relative names and bytes, name order).
+
+    Which lists, byte for byte, a bundle was fitted on: its lineage records it.
+    """
+    path = Path(path)
+    sha = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        if path.is_dir():
+            sha.update(str(file.relative_to(path)).encode("utf-8") + b"\0")
+        with file.open("rb") as f:
+            for block in iter(lambda f=f: f.read(1 << 20), b""):
+                sha.update(block)
+    return sha.hexdigest()

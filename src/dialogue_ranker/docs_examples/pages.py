@@ -39,9 +39,7 @@ def render_request(example: Example) -> str:
 def shown_answer(answer: Any) -> Any:
     """The answer as the pages show it: null ``NULL_FIELDS`` of ranked and masked entries left out."""
     if isinstance(answer, dict):
-        return {
-            k: shown_answer(v) for k, v in answer.items() if not (k in NULL_FIELDS and v is None)
-        }
+        return {k: shown_answer(v) for k, v in answer.items() if not (k in NULL_FIELDS and v is None)}
     if isinstance(answer, list):
         return [shown_answer(v) for v in answer]
     return answer

@@ -41,7 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from dialogue_ranker.data.ranking_data import RankingList, exit_on_data_error, read_lists
+from dialogue_ranker.data.feedback_logs import lists_digest, read_lists_or_logs
+from dialogue_ranker.data.ranking_data import RankingList, exit_on_data_error
 from dialogue_ranker.evaluation import calibration, metrics
 from dialogue_ranker.evaluation.domains import ListScorer
 from dialogue_ranker.export.card import write_card
@@ -157,15 +158,6 @@ def table(entries: dict[str, dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
-def lists_digest(path: Path) -> str:
-    """SHA-256 of the lists file, as recorded (which file, byte for byte, fitted the maps)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def write_bundle(
     base: Path,
     out: Path,
@@ -257,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     started, cpu_started = time.perf_counter(), time.process_time()
     refuse_foreign_out(args.out)  # before minutes of scoring, not after
     bundle = load_bundle(args.model)
-    lists = read_lists(args.lists)
+    lists = read_lists_or_logs(args.lists)
     fit, held = split_by_group(lists, args.holdout)
     if not fit:
         raise SystemExit(f"--holdout {args.holdout} leaves no list of {args.lists} to fit on")

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from dialogue_ranker.export.card_lines import (
+    adapted_by_section,
     data_table,
     dev_table,
     evaluation_sections,
@@ -88,8 +89,9 @@ def calibrated_by_line(calibrated: dict | None) -> str:
         before, after = onnx["before"]["ece"], onnx["after"]["ece"]
         held = f" On {onnx['lists']} held-out lists (by group), ECE was {before:.3f}, now {after:.3f}."
     runtimes = ", ".join(calibrated["runtimes"])
+    command = calibrated.get("command", "ranker calibrate")
     return (
-        f"\n\nRecalibrated by `ranker calibrate` on {calibrated['date']}: a {calibrated['method']} map and "
+        f"\n\nRecalibrated by `{command}` on {calibrated['date']}: a {calibrated['method']} map and "
         f"the threshold fitted on {calibrated['fitted_on_lists']} of the {calibrated['list_count']} lists "
         f"of `{calibrated['lists']}` (SHA-256 {calibrated['sha256'][:12]}...) for {runtimes}; the base "
         f"bundle {calibrated['base']} is otherwise unchanged.{held}"
@@ -115,10 +117,10 @@ def render_card(bundle: Path) -> str:
         head_line=head_lines(metadata),
         calibrated_by=calibrated_by_line(metadata.get("calibrated_by")),
     )
-    sections = evaluation_sections(bundle)
+    lineage = adapted_by_section(metadata.get("adapted_by"))
+    sections = ([lineage] if lineage else []) + evaluation_sections(bundle)
     history = (
-        "## History\n\nEvery released version and its held-out figures: `CHANGELOG.md`,"
-        " beside this card.\n"
+        "## History\n\nEvery released version and its held-out figures: `CHANGELOG.md`, beside this card.\n"
     )
     return "\n".join([card.rstrip("\n"), "", *sections, history]).rstrip("\n") + "\n"
 

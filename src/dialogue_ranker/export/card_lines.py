@@ -260,3 +260,30 @@ def evaluation_sections(bundle: Path) -> list[str]:
             f"`ranker evaluate-sugar`: each statement setting on the SUGAR groups, beside TF-IDF: {links}.\n"
         )
     return sections
+
+
+def adapted_by_section(adapted: dict[str, Any] | None) -> str:
+    """The card's lineage section of a bundle ``ranker adapt`` made ('' for any other bundle)."""
+    if not adapted:
+        return ""
+    base, split, training, guard = adapted["base"], adapted["split"], adapted["training"], adapted["guard"]
+    lists = "\n".join(
+        f"| `{s['file']}` | {s['sha256'][:12]}... | {s['lists']} | {s['groups']} |" for s in adapted["lists"]
+    )
+    parts = ", ".join(f"{p} {c['lists']} lists ({c['groups']} groups)" for p, c in split["counts"].items())
+    replay = ", ".join(f"`{r['file']}` at {r['weight']:g}" for r in guard["replay"]) or "none"
+    teacher = "; the base bundle taught the replay lists (`ranker train --teacher`)" * bool(guard["teacher"])
+    seconds = ", ".join(f"{phase} {s:.0f} s" for phase, s in adapted["seconds"].items())
+    return f"""## Lineage
+
+Adapted by `ranker adapt` on {adapted["date"]} from `{base["id"]}` (SHA-256 of its files
+{base["sha256"][:12]}...) on the team's lists:
+
+| lists | SHA-256 | lists | groups |
+| --- | --- | --- | --- |
+{lists}
+
+Split by group ({split["rule"]}): {parts}. Guard `{guard["kind"]}`: replay {replay}{teacher}.
+{training["steps"]} of {training["planned_steps"]} planned steps (stopped by {training["stopped_by"]});
+graph {adapted["export"]["shipped"]}: {adapted["export"]["why"]}. Time: {seconds}.
+"""

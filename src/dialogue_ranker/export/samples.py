@@ -120,10 +120,7 @@ def write_bundle_samples(bundle_dir: Path, lists: Sequence[RankingList], *, sour
     if not isinstance(encoder, ListEncoder):
         raise UnsupportedGraph(f"{bundle_dir}: sample sequences are written for shared-prefix bundles only")
     requests: list[list[EncodedList]] = [
-        [sequence]
-        for x in lists
-        for view in view_sequences(encoder, x, bundle.views)
-        for sequence in view
+        [sequence] for x in lists for view in view_sequences(encoder, x, bundle.views) for sequence in view
     ]
     logits = score_sequences(reference_session(bundle.ranker.path), encoder, requests)
     path = write_samples(

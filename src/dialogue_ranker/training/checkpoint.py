@@ -33,8 +33,11 @@ FOLDER = "checkpoints"
 #: Flags that do not change which steps a run takes, so a run may resume with other values (``out``:
 #: a run directory may be moved between its pieces).
 NOT_FINGERPRINTED = frozenset(
-    {"resume", "checkpoint_every", "stop_after_steps", "threads", "max_seconds", "out"}
+    {"resume", "checkpoint_every", "stop_after_steps", "threads", "max_seconds", "out", "patience"}
 )
+#: Flags added after checkpoints were first written, left out of the fingerprint at their default so
+#: that a checkpoint written before them still resumes.
+LATER_FLAGS = {"distill_replaces_labels": False}
 
 
 class CheckpointError(RuntimeError):
@@ -55,7 +58,11 @@ class LoopState:
 
 def fingerprint(args: Any) -> str:
     """The training flags a checkpoint must share with the run resuming it, as one string."""
-    flags = {k: v for k, v in sorted(vars(args).items()) if k not in NOT_FINGERPRINTED}
+    flags = {
+        k: v
+        for k, v in sorted(vars(args).items())
+        if k not in NOT_FINGERPRINTED and not (k in LATER_FLAGS and v == LATER_FLAGS[k])
+    }
     return json.dumps(flags, default=str, sort_keys=True)
 
 

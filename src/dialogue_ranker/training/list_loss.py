@@ -120,14 +120,32 @@ def loss_of(
     # Teachers are matched on the last-turn view too, whether or not the labels are.
     views = ViewLogits(encoder, batch, args, rng, last_turn=args.last_turn_weight > 0 or teachers is not None)
     logits = views.batch.logits(model)
-    labels = label_loss(views.served(logits, args.last_turn_weight), batch, args)
+    served = views.served(logits, args.last_turn_weight)
     if teachers is None:
-        return labels
+        return label_loss(served, batch, args)
     target = teachers.logits(views.batch.logits)
     present = views.batch.present().to(logits.device)
-    taught = None
+    taught_lists, taught = None, None
     if args.distill_on:
         files = {str(s.path) for s in args.data if s.name in args.distill_on}
-        taught = views.per_row([x.origin.rpartition(":")[0] in files for x in batch]).to(logits.device)
+        taught_lists = [x.origin.rpartition(":")[0] in files for x in batch]
+        taught = views.per_row(taught_lists).to(logits.device)
     distilled = distillation_loss(logits, target, present, taught)
-    return (1 - args.distill_weight) * labels + args.distill_weight * distilled
+    if getattr(args, "distill_replaces_labels", False) and taught_lists is not None:
+        return taught_or_labelled(served, batch, args, distilled, taught_lists)
+    return (1 - args.distill_weight) * label_loss(served, batch, args) + args.distill_weight * distilled
+
+
+def taught_or_labelled(
+    served: torch.Tensor, batch: list[RankingList], args, distilled: torch.Tensor, taught_lists: list[bool]
+) -> torch.Tensor:
+    """``--distill-replaces-labels``: the taught lists' distillation loss, the others' label loss.
+
+    Each list counts once: the two means are weighted by their share of the batch's lists.
+    """
+    share = sum(taught_lists) / len(batch)
+    loss = share * distilled
+    kept = [row for row, taught in enumerate(taught_lists) if not taught]
+    if kept:
+        loss = loss + (1 - share) * label_loss(served[kept], [batch[row] for row in kept], args)
+    return loss

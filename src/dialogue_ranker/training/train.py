@@ -118,6 +118,8 @@ def load_teachers(args: argparse.Namespace, *, pair: bool) -> Ensemble | None:
         raise DataError("--distill-on chooses where --teacher distils: give a --teacher")
     if unknown:
         raise DataError(f"--distill-on {unknown[0]}: no --data file has that name")
+    if args.distill_replaces_labels and not args.distill_on:
+        raise DataError("--distill-replaces-labels needs --distill-on: the lists the teachers teach alone")
     if not args.teacher:
         return None
     if pair:
@@ -166,6 +168,7 @@ def run_config(
         # What the schedule planned and what ran (they differ when --max-seconds or --stop-at ended it).
         "planned_steps": outcome.planned_steps,
         "steps_taken": outcome.steps,
+        "stopped_by": outcome.stopped_by,
         "encoding": encoding_of(args, args.layout == "pair"),
     }
 
@@ -232,6 +235,8 @@ def main(argv: list[str] | None = None) -> dict:
         "history": outcome.history,
         "steps": outcome.steps,
         "planned_steps": outcome.planned_steps,
+        "stopped_by": outcome.stopped_by,
+        "seconds_per_step": outcome.seconds_per_step and round(outcome.seconds_per_step, 3),
         "train_seconds": round(time.time() - started, 1),
         "lists": {n: {"train": len(train[n]), "dev": len(dev[n])} for n in train},
     }

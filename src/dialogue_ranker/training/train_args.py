@@ -136,6 +136,21 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "wrong leaves its own lists to the labels and keeps the teacher on the rest",
     )
     p.add_argument(
+        "--distill-replaces-labels",
+        action="store_true",
+        help="with --distill-on: a taught list learns the teachers' targets alone and every other list its "
+        "labels alone, each list counting once (--distill-weight is then unused): the old lists of a "
+        "fine-tune kept where the teacher put them, the new ones learnt from their labels",
+    )
+    p.add_argument(
+        "--patience",
+        type=int,
+        default=None,
+        metavar="N",
+        help="stop after N epochs in a row without a better mean dev nDCG@3 (the best epoch is kept either "
+        "way; default: every epoch runs)",
+    )
+    p.add_argument(
         "--max-seconds",
         type=float,
         default=None,

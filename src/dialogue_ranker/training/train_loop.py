@@ -1,10 +1,11 @@
 """``ranker train``'s loop: epochs of optimiser steps, each scored on the dev lists, the best kept.
 
-The run stops at ``--max-steps`` (the schedule's length), ``--stop-at`` (a step of that schedule)
-or ``--max-seconds`` (a lent machine's lease); the epoch with the best mean dev nDCG@3 over the
-files is loaded back into the model. Every ``--checkpoint-every`` steps the loop's whole state goes
-to a checkpoint (:mod:`training.checkpoint`); ``--resume`` continues from the newest one, on the
-same batches, so a run killed at any point ends as it would have without the kill.
+The run stops at ``--max-steps`` (the schedule's length), ``--stop-at`` (a step of that schedule),
+``--max-seconds`` (a lent machine's lease) or, with ``--patience N``, after N epochs in a row without
+a better dev score; the epoch with the best mean dev nDCG@3 over the files is loaded back into the
+model. Every ``--checkpoint-every`` steps the loop's whole state goes to a checkpoint
+(:mod:`training.checkpoint`); ``--resume`` continues from the newest one, on the same batches, so a
+run killed at any point ends as it would have without the kill.
 """
 
 from __future__ import annotations
@@ -34,11 +35,15 @@ from dialogue_ranker.training.train_lists import encode, epoch_batches
 
 @dataclass(frozen=True)
 class TrainingOutcome:
-    """What the loop ran: the dev scores after each epoch, the steps taken and the steps planned."""
+    """What the loop ran: the dev scores after each epoch, the steps taken and planned, what ended it."""
 
     history: list[dict[str, Any]]
     steps: int
     planned_steps: int
+    #: ``schedule`` (every planned step), ``max-seconds``, ``patience`` or ``stop-at``.
+    stopped_by: str = "schedule"
+    #: Wall-clock seconds an optimiser step took in this process, dev checks left out (None: no step).
+    seconds_per_step: float | None = None
 
 
 def centre_bias(model: SharedPrefixRanker, encoder: ListEncoder, lists: list[RankingList]) -> float:
@@ -98,7 +103,8 @@ def train_epochs(
     every = getattr(args, "checkpoint_every", 0) or 0
     stop_after = getattr(args, "stop_after_steps", None)
     bar = tqdm(total=total, initial=loop.step, desc="ranker", unit="step", mininterval=30)
-    out_of_time = False
+    out_of_time = stalled = False
+    first_step, stepping = loop.step, 0.0
     while loop.epoch < len(epochs):
         batches = epochs[loop.epoch]
         model.train()
@@ -106,9 +112,11 @@ def train_epochs(
             if out_of_seconds(args, started, loop.step, total):
                 out_of_time = True
                 break
+            step_started = time.perf_counter()
             with autocast(precision):
                 loss = loss_of(model, encoder, batches[loop.batch], args, rng, teachers)
             optimizer_step(model, optimizer, schedule, loss)
+            stepping += time.perf_counter() - step_started
             loop.step += 1
             loop.batch += 1
             bar.update(1)
@@ -131,12 +139,17 @@ def train_epochs(
             loop.best_score = loop.history[-1]["mean_ndcg_at_3"]
             loop.best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         loop.epoch, loop.batch = loop.epoch + 1, 0
-        if loop.step >= end or out_of_time:
+        stalled = loop.epoch < len(epochs) and loop.step < end and out_of_patience(args, loop.history)
+        if loop.step >= end or out_of_time or stalled:
             break
     bar.close()
     if loop.best_state is not None:
         model.load_state_dict(loop.best_state)
-    return TrainingOutcome(loop.history, loop.step, total)
+    stopped_by = "max-seconds" if out_of_time else "patience" if stalled else "schedule"
+    if stopped_by == "schedule" and end < total:
+        stopped_by = "stop-at"
+    taken = loop.step - first_step
+    return TrainingOutcome(loop.history, loop.step, total, stopped_by, stepping / taken if taken else None)
 
 
 class Stopped(RuntimeError):
@@ -152,6 +165,22 @@ def out_of_seconds(args: argparse.Namespace, started: float, step: int, total: i
     if args.max_seconds is None or time.time() - started <= args.max_seconds:
         return False
     tqdm.write(f"--max-seconds {args.max_seconds:g}: stopping after {step} of {total} steps")
+    return True
+
+
+def out_of_patience(args: argparse.Namespace, history: list[dict[str, Any]]) -> bool:
+    """Whether ``--patience N`` epochs in a row have passed without a better dev score (and say so).
+
+    Read from the dev history alone, so a resumed run decides as an uninterrupted one would.
+    """
+    patience = getattr(args, "patience", None)
+    if not patience or not history:
+        return False
+    scores = [entry["mean_ndcg_at_3"] for entry in history]
+    since_best = len(scores) - 1 - scores.index(max(scores))
+    if since_best < patience:
+        return False
+    tqdm.write(f"--patience {patience}: no better dev score in {since_best} epochs; stopping")
     return True
 
 

@@ -1,0 +1,108 @@
+"""``ranker adapt``'s flags, and the checks on them that need nothing but the flags."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from dialogue_ranker.adapt.guard import GUARDS, parse_replay
+from dialogue_ranker.adapt.regression import DEFAULT_SUITE, REPO
+from dialogue_ranker.serving.settings import DEFAULT_MODEL_DIR
+
+#: The phases, in order (``--stop-after`` names one).
+PHASES = ("prepare", "train", "export", "calibrate", "evaluate", "report")
+#: The export's candidate graph: the shipped model's int8 grid. fp32, the reference, is always built
+#: and ships where int8 loses (fp16 weights, another candidate, add a third of the export's time).
+VARIANTS = "int8_blockwise_asymmetric"
+#: Exit status of a run ended by ``--stop-after`` (EX_TEMPFAIL: try again, with ``--resume``).
+STOPPED_STATUS = 75
+
+
+def build_parser(description: str | None) -> argparse.ArgumentParser:
+    """``ranker adapt``'s parser; ``description`` is its ``--help`` text (the entry module's docstring)."""
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument(
+        "--lists",
+        type=Path,
+        action="append",
+        required=True,
+        help="your labelled lists: a ranking-data JSONL file, or a directory of the service's request logs "
+        "and feedback (repeatable)",
+    )
+    p.add_argument(
+        "--model", type=Path, default=DEFAULT_MODEL_DIR, help="the base bundle (default: the shipped one)"
+    )
+    p.add_argument("--out", type=Path, required=True, help="the run's directory (the bundle is OUT/bundle)")
+    p.add_argument(
+        "--minutes", type=float, default=30.0, help="the whole command's time budget, every phase included"
+    )
+    p.add_argument("--resume", action="store_true", help="continue the run in --out where it stopped")
+    p.add_argument(
+        "--guard",
+        choices=GUARDS,
+        default=GUARDS[0],
+        help="what keeps the base's ranking: replay its training lists, distil the base on them, both, or "
+        "none (adapt/guard.py)",
+    )
+    p.add_argument(
+        "--replay",
+        type=parse_replay,
+        action="append",
+        default=None,
+        metavar="FILE[:WEIGHT]",
+        help="lists the base trained on, mixed in (their train split; WEIGHT: lists per list of yours, "
+        "default 0.1); default: the regression suite's files that are present",
+    )
+    p.add_argument(
+        "--regression-suite",
+        type=Path,
+        default=DEFAULT_SUITE,
+        metavar="TOML",
+        help="what the base knew, scored on both bundles (release-check's format)",
+    )
+    p.add_argument(
+        "--suite-root", type=Path, default=REPO, help="where the suite's relative paths start (the checkout)"
+    )
+    p.add_argument("--limit", type=int, default=None, help="smoke runs: at most N lists per file and part")
+    p.add_argument(
+        "--max-steps", type=int, default=None, help="training steps (default: planned from --minutes)"
+    )
+    p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--name", default=None, help="the bundle's name (default: the base's, with -adapted)")
+    p.add_argument(
+        "--version", default=None, help="the bundle's version (default: the base's, with +adapted)"
+    )
+    p.add_argument(
+        "--variants", default=VARIANTS, help="graphs the export builds and chooses among (ranker export)"
+    )
+    p.add_argument(
+        "--runtimes",
+        default=None,
+        help="runtimes whose map is fitted (ranker calibrate; default: every one this host runs)",
+    )
+    p.add_argument("--threads", type=int, default=2, help="ONNX Runtime threads when scoring")
+    p.add_argument(
+        "--stop-after",
+        choices=PHASES,
+        default=None,
+        help="debugging: end after this phase as a kill would (status 75), to check --resume",
+    )
+    return p
+
+
+def parse_args(argv: list[str] | None, description: str | None) -> argparse.Namespace:
+    """The flags, checked."""
+    p = build_parser(description)
+    args = p.parse_args(argv)
+    if args.minutes <= 0:
+        p.error(f"--minutes {args.minutes:g} is not positive")
+    for flag, value in (("--limit", args.limit), ("--max-steps", args.max_steps)):
+        if value is not None and value < 1:
+            p.error(f"{flag} {value} is not positive")
+    if not (args.model / "metadata.json").is_file():
+        p.error(f"--model {args.model}: not a bundle (no metadata.json)")
+    if args.out.resolve() == args.model.resolve():
+        p.error("--out is the base bundle: adapt writes a new directory")
+    if args.guard == "none" and args.replay:
+        p.error("--replay with --guard none: choose a guard that uses them, or leave --replay out")
+    return args

@@ -1,0 +1,128 @@
+"""How ``ranker adapt`` spends its ``--minutes``: a share per phase, and each phase's work sized to it.
+
+``--minutes`` covers the whole command. Preparing (reading, splitting, a rate probe) takes what it
+takes, a few seconds; the rest is shared out (where the export's or the evaluation's fixed work
+needs more than its share, training gives it up, down to a quarter of the budget):
+
+| phase | share | what is sized to fit it |
+| --- | --- | --- |
+| train | 50% | planned steps (:data:`STEP_COST_LISTS`), dev checks and lists; ``--max-seconds`` stops it |
+| export | 20% | the dev lists per file its graphs are checked on |
+| calibrate | 10% | the team's dev lists each runtime's map is fitted on |
+| evaluate | 20% | the team's test lists both bundles are compared on (the suite's samples are its own) |
+
+Sizes come from one measurement: the rate probe scores a few of the team's lists with the base
+bundle (three views, ONNX Runtime's int8 graph), and every other cost is a multiple of it, measured
+on a shared 2-core AMD EPYC (see the constants). A phase that ends early leaves its time to the
+next; a phase that overruns is reported, not stopped (only training has a hard stop).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SHARES = {"train": 0.50, "export": 0.20, "calibrate": 0.10, "evaluate": 0.20}
+#: A training step of 8 lists (forward and backward in PyTorch, fp32, the last-turn view too) costs as
+#: much as scoring this many lists with the int8 graph: 8 to 13 s a step of persona lists against 0.19
+#: to 0.27 s a list on the shared 2 cores. The base as teacher adds a forward pass.
+STEP_COST_LISTS = 45.0
+TEACHER_STEP_COST_LISTS = 15.0
+#: Loading the base, its teacher and the replay files (Topical-Chat's 44,747 lists are read whole)
+#: before the first step, then the run's own calibration, in scored lists: about 50 s.
+TRAIN_START_COST_LISTS = 200.0
+#: Scoring a dev list in PyTorch with one view, in lists scored by the int8 graph with three views.
+DEV_LIST_COST = 0.5
+#: Dev checks in training (epochs of the planned steps), at most, and how many may pass without a
+#: better score. An epoch has at least :data:`STEPS_PER_ROUND` steps, so that a replay file at its
+#: default weight gives it a whole batch of lists (8 lists of 8 x 14 x 0.1 / 1.4).
+ROUNDS = 5
+STEPS_PER_ROUND = 14
+PATIENCE = 2
+#: Shares of the training time its dev checks take, and what comes after its last step (the last dev
+#: check, the run's calibration, its save): ``--max-seconds`` is the share less this.
+DEV_SHARE = 0.10
+TRAIN_END_SHARE = 0.10
+#: The export: building the graphs and timing them cost about this many scored lists, and each
+#: training file about EXPORT_FILE_LISTS more (its dev lists' parity sample and each candidate scored
+#: alone, per graph): 135 s and 31 s a file on the busy 2 cores. Half the rest of its share scores the
+#: dev lists with each graph (fp32 and the base's int8), half the views on the shipped one.
+EXPORT_FIXED_LISTS = 450.0
+EXPORT_FILE_LISTS = 110.0
+EXPORT_GRAPHS = 2
+EXPORT_SCORING_SHARE = 0.5
+#: Calibrating: ONNX Runtime's int8 graph once, OpenVINO f32 and bf16 at about 0.4 of it each.
+CALIBRATE_COST = 1.8
+#: The default regression suite scored by both bundles, in scored lists (180 s at 0.285 s a list;
+#: Topical-Chat's long lists are most of it); the team's test lists get the rest of the phase.
+SUITE_COST_LISTS = 630.0
+MIN_LISTS, MAX_LISTS = 20, 2000
+#: Where the export's or the evaluation's fixed work needs more than its share, training gives it
+#: up, down to this share of the budget.
+MIN_TRAIN_SHARE = 0.25
+MIN_STEPS = 1
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Each phase's seconds and the work sized to them."""
+
+    seconds: dict[str, float]
+    seconds_per_list: float
+    steps: int
+    rounds: int
+    dev_lists: int
+    export_dev_lists: int
+    calibrate_lists: int
+    test_lists: int
+
+    def to_dict(self) -> dict:
+        """The plan as recorded in the state file and the report."""
+        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+
+
+def clamp(value: float, low: int, high: int) -> int:
+    """``value`` rounded down into ``[low, high]``."""
+    return max(low, min(high, int(value)))
+
+
+def plan(
+    seconds: float,
+    *,
+    seconds_per_list: float,
+    files: int,
+    teacher: bool,
+    batch_lists: int = 8,
+    max_steps: int | None = None,
+) -> Plan:
+    """The plan for ``seconds`` (what is left after preparing) at the probe's ``seconds_per_list``.
+
+    The export and the evaluation get their share, or what their fixed work needs where that is
+    more (the graphs built and checked file by file; the regression suite), and training the rest,
+    at least :data:`MIN_TRAIN_SHARE`. ``files``: the training files (the team's and the replay
+    files); ``max_steps`` overrides the planned steps (smoke runs).
+    """
+    per_list = max(seconds_per_list, 1e-3)
+    share = {phase: seconds * part for phase, part in SHARES.items()}
+    export_fixed = (EXPORT_FIXED_LISTS + EXPORT_FILE_LISTS * files) * per_list
+    share["export"] = max(share["export"], export_fixed)
+    share["evaluate"] = max(share["evaluate"], (SUITE_COST_LISTS + 2 * MIN_LISTS) * per_list)
+    others = sum(s for phase, s in share.items() if phase != "train")
+    share["train"] = max(seconds * MIN_TRAIN_SHARE, seconds - others)
+    step_s = per_list * (STEP_COST_LISTS + (TEACHER_STEP_COST_LISTS if teacher else 0)) * batch_lists / 8
+    stepping = share["train"] * (1 - DEV_SHARE - TRAIN_END_SHARE) - TRAIN_START_COST_LISTS * per_list
+    steps = max_steps or max(MIN_STEPS, int(stepping / step_s))
+    rounds = clamp(steps / STEPS_PER_ROUND, 1, ROUNDS)
+    dev_lists = clamp(share["train"] * DEV_SHARE / (rounds * files * DEV_LIST_COST * per_list), 10, 400)
+    scoring = (share["export"] - export_fixed) * EXPORT_SCORING_SHARE
+    export_dev = scoring / (EXPORT_GRAPHS * files * DEV_LIST_COST * per_list)
+    team_test = (share["evaluate"] - SUITE_COST_LISTS * per_list) / (2 * per_list)
+    return Plan(
+        seconds=share,
+        seconds_per_list=per_list,
+        steps=steps,
+        rounds=rounds,
+        dev_lists=dev_lists,
+        export_dev_lists=clamp(export_dev, dev_lists, 400),
+        calibrate_lists=clamp(share["calibrate"] / (CALIBRATE_COST * per_list), MIN_LISTS, MAX_LISTS),
+        test_lists=clamp(team_test, MIN_LISTS, MAX_LISTS),
+    )

@@ -1,0 +1,70 @@
+"""The calibration phase: each runtime's map and threshold fitted on the team's dev lists.
+
+``ranker calibrate``'s own functions (:mod:`dialogue_ranker.export.calibrate`): the exported graph
+scores the team's dev sample under every runtime this host runs (``--runtimes`` narrows it), a Platt
+map and the abstention threshold are fitted on each runtime's logits, and ``bundle/`` is written as
+a copy of the exported bundle with those maps and ``calibrated_by``. Nothing is held out here: the
+team's test lists, which the comparison reads, were never in the dev part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from dialogue_ranker.adapt.layout import Layout
+from dialogue_ranker.data.feedback_logs import lists_digest
+from dialogue_ranker.data.ranking_data import read_lists
+from dialogue_ranker.export.calibrate import chosen_runtimes, runtime_entry, write_bundle
+from dialogue_ranker.export.runtime_calibration import machine
+from dialogue_ranker.serving.model_bundle import load_bundle
+
+METHOD = "platt"
+
+
+def run_calibration(args: argparse.Namespace, layout: Layout) -> dict[str, Any]:
+    """Fit every runtime's map on the team's dev sample and write ``layout.bundle``.
+
+    Returns each runtime's map and threshold, and the lists they were fitted on.
+    """
+    started, cpu_started = time.perf_counter(), time.process_time()
+    lists = read_lists(layout.team_dev)
+    exported = load_bundle(layout.exported)
+    # runtime_entry's options: the threads, the map, and the file the entries name.
+    options = argparse.Namespace(
+        threads=args.threads, method=METHOD, lists=layout.team_dev, holdout=0.0, name=None, version=None
+    )
+    entries = {}
+    for runtime in chosen_runtimes(args.runtimes):
+        print(f"calibrate {runtime.key}: scoring {len(lists)} team dev lists", flush=True)
+        entry = runtime_entry(exported, runtime, (lists, []), options)
+        entries[runtime.key] = {**entry, "split": "the team's dev part (group hash), a seeded sample"}
+    calibrated_by = {
+        "command": "ranker adapt",
+        "lists": layout.team_dev.name,
+        "sha256": lists_digest(layout.team_dev),
+        "list_count": len(lists),
+        "fitted_on_lists": len(lists),
+        "held_out_lists": 0,
+        "holdout": 0.0,
+        "method": METHOD,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "base": exported.model_id,
+        "runtimes": list(entries),
+        "held_out": {},
+        "seconds": round(time.perf_counter() - started, 1),
+        "cpu_seconds": round(time.process_time() - cpu_started, 1),
+        "machine": machine(),
+    }
+    if layout.bundle.exists():  # a copy a kill interrupted: this phase's own, never the user's
+        shutil.rmtree(layout.bundle)
+    write_bundle(layout.exported, layout.bundle, entries, calibrated_by, options)
+    return {
+        "runtimes": {
+            k: {"calibration": e["calibration"], "threshold": e["threshold"]} for k, e in entries.items()
+        },
+        "lists": len(lists),
+    }

@@ -1,0 +1,190 @@
+"""``report.md``: what ``ranker adapt`` did and how the adapted bundle compares with the base.
+
+Written from the state file's facts and ``comparison.json``: the time per phase against its share
+of the budget, the team's lists and split, the guard and its verdict, both bundles on the team's
+test lists and on the regression suite (each metric's values, the difference and its paired
+bootstrap interval), the graph shipped and why, and the serving settings carried over.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+WHAT = {
+    "prepare": "read and split the lists, probe the scoring rate, plan",
+    "train": "ranker train from the base bundle",
+    "export": "ranker export: graphs built, checked, one shipped",
+    "calibrate": "each runtime's map and threshold on the team's dev lists",
+    "evaluate": "both bundles on the team's test lists and the regression suite",
+}
+
+
+def number(value: float | None) -> str:
+    """A metric's value, or ``-`` where there is none."""
+    return "-" if value is None else f"{value:.3f}"
+
+
+def comparison_table(rows: list[dict[str, Any]], *, base: str, adapted: str, level: str) -> str:
+    """A row per set and metric: both values, the difference, its interval and the verdict."""
+    lines = [
+        f"| set | metric | items | base `{base}` | adapted `{adapted}` | adapted - base | {level} interval "
+        "| verdict |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    for r in rows:
+        span = "-" if r["low"] is None else f"[{r['low']:+.3f}, {r['high']:+.3f}]"
+        metric = r["metric"] + ("" if r["higher_is_better"] else " (lower is better)")
+        lines.append(
+            f"| {r['set']} | {metric} | {r['items']} | {number(r['base'])} | {number(r['adapted'])} "
+            f"| {r['difference']:+.3f} | {span} | {r['verdict']} |"
+        )
+    return "\n".join(lines)
+
+
+def views_text(views: dict[str, float]) -> str:
+    """A bundle's context views in words."""
+    if not views:
+        return "one view (the full context)"
+    names = {
+        "last_turn_weight": "last-turn weight",
+        "prior_weight": "prior weight",
+        "prior_centre": "prior centre",
+    }
+    return ", ".join(f"{names.get(k, k)} {v:.4g}" for k, v in views.items())
+
+
+def graph_note(base_precision: str | None, shipped: str) -> str:
+    """A caution where the two bundles' graphs differ in precision (their numerics differ too)."""
+    adapted = shipped.split("_")[0]
+    if not base_precision or base_precision == adapted:
+        return ""
+    return (
+        f"The base's graph is {base_precision}, the adapted one's {adapted}: part of a difference here is "
+        "the graphs' numerics, not the training (the export's table below shows how far int8 and fp32 "
+        "of the adapted weights part on the dev lists).\n"
+    )
+
+
+def time_table(phases: dict[str, dict[str, Any]], plan: dict[str, Any], budget_s: float) -> str:
+    """Each phase's planned share and the seconds it took."""
+    lines = ["| phase | share | planned s | took s | what |", "| --- | ---: | ---: | ---: | --- |"]
+    planned_total = sum(plan["seconds"].values())
+    for name, facts in phases.items():
+        seconds = plan["seconds"].get(name)
+        share = "-" if seconds is None else f"{seconds / planned_total:.0%}"
+        planned = "-" if seconds is None else f"{seconds:.0f}"
+        lines.append(f"| {name} | {share} | {planned} | {facts['seconds']:.0f} | {WHAT.get(name, '')} |")
+    total = sum(f["seconds"] for f in phases.values())
+    lines.append(f"| all | 100% | {budget_s:.0f} | {total:.0f} | the budget, --minutes |")
+    return "\n".join(lines)
+
+
+def guard_text(guard: dict[str, Any], verdict: dict[str, Any]) -> str:
+    """The guard used, and whether the regression suite's ranking held within its limit."""
+    replay = ", ".join(f"`{r['file']}` (weight {r['weight']:g}, {r['license']})" for r in guard["replay"])
+    used = f"Guard `{guard['kind']}`" + (
+        f" (asked: `{guard['asked']}`)" if guard["asked"] != guard["kind"] else ""
+    )
+    used += f": replay {replay or 'none'}" + (f"; teacher `{guard['teacher']}`." if guard["teacher"] else ".")
+    if verdict["held"] is None:
+        return used + " **Not checked**: no set of the regression suite is present."
+    if verdict["held"]:
+        limit = verdict["max_drop"]
+        return used + f" **Held**: no ranking metric of the regression suite dropped by more than {limit:g}."
+    return (
+        used + f" **Broken**: dropped by more than {verdict['max_drop']:g}: {', '.join(verdict['broken'])}."
+    )
+
+
+def render(state: dict[str, Any], comparison: dict[str, Any], adapted_by: dict[str, Any], *, out: str) -> str:
+    """The whole report."""
+    phases = state["phases"]
+    prepared, trained, exported, calibrated = (phases[p] for p in ("prepare", "train", "export", "calibrate"))
+    base, adapted = adapted_by["base"]["id"], f"{exported['name']}@{exported['version']}"
+    level = f"{comparison['suite']['confidence']:.0%}"
+    sources = "\n".join(
+        f"| `{s['file']}` | {s['sha256'][:12]}... | {s['lists']} | {s['groups']} |"
+        for s in prepared["sources"]
+    )
+    split = "\n".join(
+        f"| {p} | {c['lists']} | {c['groups']} |" for p, c in prepared["split"]["counts"].items()
+    )
+    graphs = "\n".join(
+        f"| {v} | {g['mb']:.1f} | {g['requests_per_s']:.1f} | {g['max_abs_logit_vs_fp32']:.4f} "
+        f"| {g['worst_dev_p1_change']:+.4f} |"
+        for v, g in exported["graphs"].items()
+    )
+    maps = "\n".join(
+        f"| {k} | {m['calibration'].get('a', math.nan):.3f} | {m['calibration'].get('b', math.nan):.3f} "
+        f"| {m['threshold']:.3f} |"
+        for k, m in calibrated["runtimes"].items()
+    )
+    absent = comparison["suite"]["absent"]
+    steps_per_s = trained["steps"] / max(trained["train_seconds"], 1e-9)
+    return f"""# ranker adapt: `{adapted}` from `{base}`
+
+{adapted_by["date"]}. The adapted bundle is `{out}/bundle` (`ranker serve --model {out}/bundle`);
+this report compares it with the base on the team's test lists and on what the base knew.
+
+## Time per phase
+
+{time_table(phases, prepared["plan"], state["budget_s"])}
+
+Training: {trained["steps"]} of {trained["planned_steps"]} planned steps ({steps_per_s:.3f} steps/s over
+{trained["train_seconds"]:.0f} s, loading and dev checks included), stopped by {trained["stopped_by"]};
+best epoch {(trained["best_epoch"] or {}).get("epoch", "-")} of {trained["epochs"]} dev checks.
+
+## The team's lists
+
+| lists | SHA-256 | lists | groups |
+| --- | --- | ---: | ---: |
+{sources}
+
+Split by group ({prepared["split"]["rule"]}): the test part is read only here.
+
+| part | lists | groups |
+| --- | ---: | ---: |
+{split}
+
+## Forgetting guard
+
+{guard_text(adapted_by["guard"], comparison["guard"])}
+
+## The team's test lists
+
+{comparison_table(comparison["team"], base=base, adapted=adapted, level=level)}
+
+## Regression suite: what the base knew
+
+`{comparison["suite"]["file"]}`: {", ".join(comparison["suite"]["sets"]) or "no set present"}.
+{("Absent (not scored): " + ", ".join(absent) + ".") if absent else ""}
+
+{comparison_table(comparison["regression"], base=base, adapted=adapted, level=level)}
+
+{graph_note(prepared["base"].get("precision"), exported["shipped"])}
+Paired bootstrap: {comparison["suite"]["resamples"]} resamples, seed {comparison["suite"]["seed"]}, {level}
+intervals of adapted - base; under {comparison["suite"]["min_items"]} items no interval is drawn.
+A verdict of worse or better means the whole interval is on that side of zero.
+
+## Export
+
+Shipped **{exported["shipped"]}**: {exported["why"]}.
+
+| graph | MB | requests/s | max abs logit vs fp32 | worst dev P@1 change |
+| --- | ---: | ---: | ---: | ---: |
+{graphs}
+
+## Serving settings
+
+Carried over from the base: {views_text(adapted_by["serving_settings_from_base"])}; trained with the
+last-turn view, exported with every view ({views_text(exported.get("views") or {})} once the prior's
+centre is re-fitted on the run's dev lists). Calibration (Platt) and the abstention threshold per
+runtime, fitted on {calibrated["lists"]} of the team's dev lists:
+
+| runtime | a | b | threshold |
+| --- | ---: | ---: | ---: |
+{maps}
+
+![base against adapted](report.png)
+"""

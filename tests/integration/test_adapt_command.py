@@ -1,0 +1,121 @@
+"""``ranker adapt`` end to end on a real model: a slice of Synthetic-Persona-Chat, a kill mid-training.
+
+Thirty conversations converted (``ranker convert persona-chat``, no retriever), SUGAR's lists as
+the replay and a one-set regression suite; two training steps from the shipped bundle with the
+``both`` guard (the base as teacher), int8 dynamic as the export's candidate, ONNX Runtime's map
+only. The first command is stopped after preparing; a kill after the first training step is
+simulated with ``ranker train --stop-after-steps`` on the command line the run records; ``--resume``
+then continues training from its checkpoint and runs the other phases. A few minutes on 2 busy cores.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
+
+from dialogue_ranker.adapt import cli  # noqa: E402
+from dialogue_ranker.adapt.args import STOPPED_STATUS  # noqa: E402
+from dialogue_ranker.adapt.layout import Layout  # noqa: E402
+from dialogue_ranker.adapt.state import State  # noqa: E402
+from dialogue_ranker.adapt.train_phase import train_argv  # noqa: E402
+from dialogue_ranker.data.ranking_data import read_lists  # noqa: E402
+from dialogue_ranker.evaluation.domains import ListScorer  # noqa: E402
+from dialogue_ranker.serving.model_bundle import load_bundle  # noqa: E402
+from dialogue_ranker.training import checkpoint, train  # noqa: E402
+
+CONVERSATIONS = 30
+
+
+@pytest.fixture(scope="module")
+def persona_lists(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
+    """A slice of Synthetic-Persona-Chat's test conversations as ranking lists (a team's own lists)."""
+    from dialogue_ranker.training import convert
+
+    source = shared_data / "synthetic_persona_chat" / "spc_test.jsonl.gz"
+    if not source.is_file():
+        pytest.skip(f"{source} is absent")
+    work = tmp_path_factory.mktemp("persona")
+    with gzip.open(source, "rt") as rows:
+        head = [next(rows) for _ in range(CONVERSATIONS)]
+    with gzip.open(work / "slice.jsonl.gz", "wt") as out:
+        out.writelines(head)
+    path = work / "persona-chat.jsonl"
+    convert.main(
+        ["persona-chat", str(work / "slice.jsonl.gz"), str(path), "--negatives", "earlier:1,later:2,random:3"]
+    )
+    return path
+
+
+def adapt_flags(lists: Path, sugar: Path, suite: Path, out: Path) -> list[str]:
+    return [
+        "--lists", str(lists), "--out", str(out), "--minutes", "3", "--limit", "6", "--max-steps", "2",
+        "--replay", f"{sugar}:0.5", "--guard", "both", "--regression-suite", str(suite),
+        "--suite-root", str(suite.parent), "--variants", "int8_dynamic", "--runtimes", "onnx",
+    ]  # fmt: skip
+
+
+def test_adapt_resumes_after_a_kill_and_writes_a_bundle_and_a_report(
+    tmp_path: Path, persona_lists: Path, sugar_lists: Path, model_dir: Path, capsys: pytest.CaptureFixture
+) -> None:
+    suite = tmp_path / "suite.toml"
+    suite.write_text(
+        f'[[lists]]\nname = "sugar"\nfile = "{sugar_lists}"\nsplit = "test"\nmax_lists = 6\n'
+        'metrics = ["precision_at_1", "ece"]\n'
+    )
+    out = tmp_path / "adapted"
+    flags = [*adapt_flags(persona_lists, sugar_lists, suite, out), "--model", str(model_dir)]
+    with pytest.raises(SystemExit) as stopped:
+        cli.main([*flags, "--stop-after", "prepare"])
+    assert stopped.value.code == STOPPED_STATUS
+    layout = Layout(out)
+    state = State.open(out, vars(cli.parse_args(flags, None)), resume=True)
+    assert state.done("prepare") and not state.done("train")
+    counts = state.facts("prepare")["split"]["counts"]
+    assert sum(c["groups"] for c in counts.values()) == CONVERSATIONS
+
+    # A kill in the middle of training: the run's first step done and checkpointed, nothing after.
+    argv = train_argv(cli.parse_args(flags, None), layout, state.facts("prepare"))
+    assert f"--init-bundle {model_dir}" in " ".join(argv) and "--last-turn-weight 0.5" in " ".join(argv)
+    with pytest.raises(SystemExit):
+        train.main([*argv, "--stop-after-steps", "1"])
+    state.data["train_argv"] = argv
+    state.save()
+    assert [p.name for p in checkpoint.checkpoints(layout.run)] == ["step-00000001.pt"]
+    capsys.readouterr()
+
+    data = cli.main([*flags, "--resume"])
+    printed = capsys.readouterr()
+    assert "train: continuing from" in printed.out and "step-00000001.pt" in printed.out
+    assert "prepare finished before" in printed.err
+    assert list(data["phases"]) == ["prepare", "train", "export", "calibrate", "evaluate", "report"]
+    assert data["phases"]["train"]["steps"] == 2
+
+    bundle, base = load_bundle(layout.bundle), load_bundle(model_dir)
+    assert (bundle.views.last_turn, bundle.views.prior) == (base.views.last_turn, base.views.prior)
+    lists = read_lists(layout.team_test)[:2]
+    probabilities = ListScorer(bundle).probabilities(lists)
+    assert all(
+        np.all((p >= 0) & (p <= 1)) and len(p) == len(x.candidates)
+        for p, x in zip(probabilities, lists, strict=True)
+    )
+    metadata = json.loads((layout.bundle / "metadata.json").read_text())
+    assert metadata["calibrated_by"]["command"] == "ranker adapt"
+    lineage = metadata["adapted_by"]
+    assert lineage["base"]["id"] == base.model_id and len(lineage["base"]["sha256"]) == 64
+    assert lineage["lists"][0]["file"] == "persona-chat.jsonl" and lineage["guard"]["kind"] == "both"
+    assert lineage["training"]["steps"] == 2 and (layout.bundle / "retriever" / "retriever.json").is_file()
+    assert "## Lineage" in (layout.bundle / "MODEL_CARD.md").read_text()
+
+    report = layout.report_md.read_text()
+    assert f"base `{base.model_id}`" in report and f"adapted `{bundle.model_id}`" in report
+    assert "| 95% interval |" in report and "| team test | precision_at_1 |" in report
+    assert "| sugar | precision_at_1 |" in report and "## Time per phase" in report
+    assert layout.report_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

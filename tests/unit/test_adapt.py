@@ -1,0 +1,126 @@
+"""``ranker adapt``'s pieces that need no model: the split, the plan, the guard, the state, the inputs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from dialogue_ranker.adapt import budget
+from dialogue_ranker.adapt.guard import REPLAY_WEIGHT, default_replay, parse_replay, replay_of, train_flags
+from dialogue_ranker.adapt.inputs import team_lists
+from dialogue_ranker.adapt.split import split_team
+from dialogue_ranker.adapt.state import State
+from dialogue_ranker.data.ranking_data import Candidate, DataError, RankingList, write_lists
+from dialogue_ranker.evaluation.domains import group_split
+from dialogue_ranker.serving.tokenization import Turn
+
+
+def ranking_list(group: str) -> RankingList:
+    return RankingList(
+        context=(Turn("user", "Hello there."),),
+        candidates=(Candidate("Hi!", 1), Candidate("Pizza.", 0)),
+        group=group,
+    )
+
+
+def lists_of(groups: int) -> list[RankingList]:
+    return [ranking_list(f"dialogue-{i}") for i in range(groups)]
+
+
+def test_the_split_is_the_projects_group_hash_and_never_cuts_a_dialogue() -> None:
+    lists = lists_of(60) + lists_of(60)  # every dialogue twice
+    split = split_team(lists)
+    for part in ("train", "dev", "test"):
+        assert {group_split(x.group) for x in split.part(part)} == {part}
+    counts = split.counts()
+    assert sum(c["lists"] for c in counts.values()) == 120
+    assert all(c["lists"] == 2 * c["groups"] for c in counts.values())
+
+
+def test_too_few_dialogues_are_refused_with_the_counts_and_what_to_do() -> None:
+    with pytest.raises(DataError) as refused:
+        split_team(lists_of(5))
+    message = str(refused.value)
+    assert "come from 5 groups" in message and "ranker calibrate" in message
+    assert "at least 4 train, 2 dev, 2 test" in message
+
+
+def test_the_plan_shares_the_budget_and_sizes_the_work_to_it() -> None:
+    small = budget.plan(600, seconds_per_list=0.2, files=5, teacher=False)
+    large = budget.plan(1800, seconds_per_list=0.2, files=5, teacher=False)
+    assert sum(small.seconds.values()) == pytest.approx(600)
+    assert large.steps > small.steps > 0
+    assert large.test_lists > small.test_lists >= budget.MIN_LISTS
+    assert large.export_dev_lists >= large.dev_lists
+    taught = budget.plan(1800, seconds_per_list=0.2, files=5, teacher=True)
+    assert taught.steps < large.steps  # the teacher's forward pass is paid for
+    assert budget.plan(1800, seconds_per_list=0.2, files=5, teacher=False, max_steps=3).steps == 3
+
+
+def test_a_replay_file_takes_a_weight_and_its_licence(tmp_path: Path) -> None:
+    sugar = tmp_path / "sugar.jsonl"
+    sugar.write_text("{}\n")
+    assert parse_replay(str(sugar)).weight == REPLAY_WEIGHT
+    replay = parse_replay(f"{sugar}:0.3")
+    assert (replay.name, replay.weight, replay.license) == ("sugar", 0.3, "CC BY-SA 4.0")
+    with pytest.raises(argparse.ArgumentTypeError, match="must be positive"):
+        parse_replay(f"{sugar}:0")
+
+
+def test_dailydialog_is_never_replayed_and_unknown_or_absent_files_are_left_out(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="CC BY-NC-SA"):
+        replay_of(tmp_path / "dailydialog-pp.jsonl")
+    mine = tmp_path / "mine.jsonl"
+    write_lists(mine, lists_of(1))
+    kept, notes = default_replay([tmp_path / "sugar.jsonl", mine])
+    assert kept == []
+    assert any("absent" in n for n in notes) and any("licence is unknown" in n for n in notes)
+
+
+def test_each_guard_gives_ranker_train_its_teacher_flags(tmp_path: Path) -> None:
+    replay = [replay_of(tmp_path / "sugar.jsonl"), replay_of(tmp_path / "topical-chat.jsonl")]
+    base = tmp_path / "base"
+    assert train_flags("replay", base, replay) == []
+    assert train_flags("none", base, []) == []
+    both = train_flags("both", base, replay)
+    assert both[:2] == ["--teacher", f"{base}:1"]
+    assert both.count("--distill-on") == 2 and "--distill-weight" in both
+    assert train_flags("distill", base, replay)[-1] == "--distill-replaces-labels"
+    with pytest.raises(DataError, match="needs replay files"):
+        train_flags("both", base, [])
+
+
+def test_a_resumed_run_must_have_the_first_runs_arguments(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    State.open(out, {"lists": ["a.jsonl"], "minutes": 30, "resume": False}, resume=False)
+    # --minutes may change: the first run's plan is kept.
+    State.open(out, {"lists": ["a.jsonl"], "minutes": 10, "resume": True}, resume=True)
+    with pytest.raises(DataError, match="other arguments \\(--lists\\)"):
+        State.open(out, {"lists": ["b.jsonl"], "minutes": 30, "resume": True}, resume=True)
+    with pytest.raises(DataError, match="--resume continues the run there"):
+        State.open(out, {"lists": ["a.jsonl"]}, resume=False)
+    with pytest.raises(DataError, match="holds no ranker adapt run"):
+        State.open(tmp_path / "elsewhere", {}, resume=True)
+
+
+def test_a_finished_phase_is_recorded_and_survives_a_reopen(tmp_path: Path) -> None:
+    state = State.open(tmp_path, {"lists": []}, resume=False)
+    state.finish("prepare", 1.5, {"plan": {"steps": 3}})
+    again = State.open(tmp_path, {"lists": []}, resume=True)
+    assert again.done("prepare") and not again.done("train")
+    assert again.facts("prepare") == {"seconds": 1.5, "plan": {"steps": 3}} and again.spent() == 1.5
+    assert json.loads((tmp_path / "adapt.json").read_text())["phases"]["prepare"]["plan"] == {"steps": 3}
+
+
+def test_lists_files_are_read_with_their_digest_and_the_same_file_twice_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "team.jsonl"
+    write_lists(path, lists_of(3))
+    lists, sources = team_lists([path])
+    assert len(lists) == 3
+    assert sources[0].to_dict()["file"] == "team.jsonl" and sources[0].groups == 3
+    assert len(sources[0].sha256) == 64
+    with pytest.raises(DataError, match="given twice"):
+        team_lists([path, path])

@@ -1,0 +1,53 @@
+"""``ranker train --patience`` and ``--distill-replaces-labels``: when a run stops, what a list learns."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="training extras (torch) are not installed")
+
+from dialogue_ranker.data.ranking_data import Candidate, RankingList  # noqa: E402
+from dialogue_ranker.serving.tokenization import Turn  # noqa: E402
+from dialogue_ranker.training import checkpoint  # noqa: E402
+from dialogue_ranker.training.list_loss import label_loss, taught_or_labelled  # noqa: E402
+from dialogue_ranker.training.train_loop import out_of_patience  # noqa: E402
+
+
+def history(*scores: float) -> list[dict]:
+    return [{"epoch": i + 1, "mean_ndcg_at_3": s} for i, s in enumerate(scores)]
+
+
+def test_patience_counts_the_epochs_since_the_best_dev_score() -> None:
+    args = argparse.Namespace(patience=2)
+    assert not out_of_patience(args, history(0.5, 0.6, 0.55))
+    assert out_of_patience(args, history(0.5, 0.6, 0.55, 0.6))  # a tie is not better
+    assert not out_of_patience(argparse.Namespace(patience=None), history(0.9, 0.1, 0.1, 0.1))
+
+
+def test_a_flag_added_later_leaves_older_checkpoints_resumable_at_its_default() -> None:
+    old = argparse.Namespace(seed=1, lr=0.1)
+    assert checkpoint.fingerprint(argparse.Namespace(seed=1, lr=0.1, distill_replaces_labels=False)) == (
+        checkpoint.fingerprint(old)
+    )
+    assert checkpoint.fingerprint(argparse.Namespace(seed=1, lr=0.1, distill_replaces_labels=True)) != (
+        checkpoint.fingerprint(old)
+    )
+    assert checkpoint.fingerprint(argparse.Namespace(seed=1, lr=0.1, patience=3)) == checkpoint.fingerprint(
+        old
+    )
+
+
+def test_taught_lists_learn_the_teacher_alone_and_the_others_their_labels_alone() -> None:
+    args = argparse.Namespace(tau=3.0, pointwise_weight=0.5)
+    lists = [
+        RankingList((Turn("user", "hi"),), (Candidate("a", 1), Candidate("b", 0)), group=str(i))
+        for i in range(4)
+    ]
+    served = torch.tensor([[1.0, -1.0], [0.5, 0.2], [-1.0, 1.0], [0.0, 0.0]])
+    distilled = torch.tensor(2.0)
+    loss = taught_or_labelled(served, lists, args, distilled, [True, False, True, False])
+    expected = 0.5 * distilled + 0.5 * label_loss(served[[1, 3]], [lists[1], lists[3]], args)
+    assert torch.isclose(loss, expected)
+    assert torch.isclose(taught_or_labelled(served, lists, args, distilled, [True] * 4), distilled)
