@@ -60,8 +60,12 @@ def test_logged_traffic_and_feedback_adapt_the_ranker_that_is_then_served(
     tmp_path: Path, team_lists: Path, sugar_lists: Path, model_dir: Path
 ) -> None:
     logs = tmp_path / "logs"
-    sent = [x for x in read_lists(team_lists) if any(c.appropriate for c in x.candidates)][:60]
-    process, url = serve(model_dir, tmp_path, "--logs.dir", str(logs), "--logs.texts", "true")
+    per_group: dict[str, list] = {}
+    for x in read_lists(team_lists):
+        if any(c.appropriate for c in x.candidates) and len(per_group.setdefault(x.group, [])) < 2:
+            per_group[x.group].append(x)
+    sent = [x for lists in per_group.values() for x in lists]  # two turns of each conversation
+    process, url = serve(model_dir, tmp_path, "--logs.dir", str(logs), "--logs.texts")
     judged = 0
     try:
         with httpx.Client(base_url=url, timeout=60) as client:
