@@ -38,7 +38,7 @@ def panel(ax, rows: list[dict[str, Any]], title: str, max_drop: float | None) ->
     ax.axvline(0.0, color="black", linewidth=0.8)
     if max_drop is not None:
         ax.axvline(-max_drop, color="#c0392b", linestyle="--", linewidth=0.8, label=f"guard: -{max_drop:g}")
-        ax.legend(loc="lower right", fontsize=8)
+        ax.legend(loc="best", fontsize=8)
     ax.set_yticks(range(len(rows)), labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_title(title, fontsize=10)
