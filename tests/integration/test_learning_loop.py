@@ -21,14 +21,14 @@ import httpx
 import pytest
 from helpers import REPO_ROOT, launch_service, stop_process, wait_ready
 
-from dialogue_ranker.data.feedback_logs import lists_from_logs
+from dialogue_ranker.data.feedback_logs import lists_digest, lists_from_logs
 from dialogue_ranker.data.ranking_data import read_lists
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 pytest.importorskip("torch", reason="training extras (torch) are not installed")
 
-CONVERSATIONS = 24
+CONVERSATIONS = 60
 #: Candidates of each list a person judged (the true reply among them).
 JUDGED = 4
 
@@ -62,9 +62,9 @@ def test_logged_traffic_and_feedback_adapt_the_ranker_that_is_then_served(
     logs = tmp_path / "logs"
     per_group: dict[str, list] = {}
     for x in read_lists(team_lists):
-        if any(c.appropriate for c in x.candidates) and len(per_group.setdefault(x.group, [])) < 2:
+        if any(c.appropriate for c in x.candidates) and len(per_group.setdefault(x.group, [])) < 1:
             per_group[x.group].append(x)
-    sent = [x for lists in per_group.values() for x in lists]  # two turns of each conversation
+    sent = [x for lists in per_group.values() for x in lists]  # a turn of each conversation
     process, url = serve(model_dir, tmp_path, "--logs.dir", str(logs), "--logs.texts")
     judged = 0
     try:
@@ -141,7 +141,9 @@ def test_logged_traffic_and_feedback_adapt_the_ranker_that_is_then_served(
     assert adapt.returncode == 0, adapt.stdout[-3000:] + adapt.stderr[-3000:]
     bundle = out / "bundle"
     metadata = json.loads((bundle / "metadata.json").read_text())
-    assert str(logs) in json.dumps(metadata), "the card's lineage names the logs it was adapted on"
+    adapted_on = metadata["adapted_by"]["lists"]
+    logged = {"file": "logs", "sha256": lists_digest(logs), "lists": len(sent), "groups": len(sent)}
+    assert adapted_on == [logged], "the card's lineage names the logs it was adapted on"
     assert (out / "report.md").is_file()
 
     process, url = serve(bundle, tmp_path)
