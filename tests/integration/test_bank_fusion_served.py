@@ -18,6 +18,8 @@ from dialogue_ranker.serving.settings import Settings
 from dialogue_ranker.serving.tokenization import Turn
 
 pytestmark = pytest.mark.integration
+#: One request id for two answers compared byte for byte (an answer carries its request id).
+SAME_ID = {"X-Request-ID": "compared-request"}
 
 FUSION = {"method": "linear", "cosine_weight": 20.0, "cosine_centre": 0.4}
 #: Replies to several conversations: generic good ones, and one specific to the request below.
@@ -87,9 +89,9 @@ async def test_a_bank_request_follows_the_fused_score_and_explicit_requests_are_
         answer = await rank(client, CONCERT)
         explicit = as_explicit(answer)
         raw = {r["id"]: r["logit"] for r in (await rank(client, explicit))["ranking"]}
-        explicit_fused = (await client.post("/rank", json=explicit)).content
+        explicit_fused = (await client.post("/rank", json=explicit, headers=SAME_ID)).content
     async with serve_in_process(create_app(Settings(backend="onnx", model=plain))) as client:
-        explicit_plain = (await client.post("/rank", json=explicit)).content
+        explicit_plain = (await client.post("/rank", json=explicit, headers=SAME_ID)).content
     ranking = answer["ranking"]
     assert len(ranking) == 6 and next(r for r in ranking if r["id"] == "own")["retrieval_score"] > 0
     for r in ranking:  # the ranker's logit, plus 20 x the cosine above 0.4

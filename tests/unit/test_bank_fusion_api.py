@@ -35,6 +35,10 @@ PASSWORD = {
 }
 PLAIN = {"context": "I forgot my password.", "candidates": ["I can send a reset link.", "Pizza is great."]}
 
+#: One request id for two answers compared whole (an answer carries its request id).
+SAME_ID = {"X-Request-ID": "compared-request"}
+
+
 
 def with_fused_retriever(directory: Path, fusion: dict | None) -> Path:
     """The fake bundle with a retriever/ folder: the shipped graph and tokenizer, and ``fusion``."""
@@ -84,7 +88,7 @@ async def test_a_request_without_a_bank_is_answered_byte_for_byte_as_without_fus
         async with serve_in_process(application) as client:
             if application.state.settings.bank:
                 await wait_banks_ready(client)
-            answers.append((await client.post("/rank", json=PLAIN)).content)
+            answers.append((await client.post("/rank", json=PLAIN, headers=SAME_ID)).content)
     assert answers[0] == answers[1]
     assert json.loads(answers[0])["ranking"][0]["retrieval_score"] is None
 
@@ -126,7 +130,7 @@ async def test_a_bank_response_loses_its_hubness_and_the_hubness_is_kept_in_the_
         with caplog.at_level(logging.INFO, logger="dialogue_ranker.serving.banks"):
             async with serve_in_process(app(bundle, f"support={bank}")) as client:
                 await wait_banks_ready(client)
-                answers.append((await client.post("/rank", json=PASSWORD)).json())
+                answers.append((await client.post("/rank", json=PASSWORD, headers=SAME_ID)).json())
         computed = "bank hubness bank=support neighbours=3" in caplog.text
         assert computed is (len(answers) == 1)
     assert answers[0] == answers[1]

@@ -121,6 +121,7 @@ async def test_an_alias_is_listed_and_accepted_by_every_route(tmp_path: Path) ->
     assert {k: v for k, v in listing[2].items() if k not in ("id", "alias_of")} == {
         k: v for k, v in listing[1].items() if k not in ("id", "alias_of", "default")
     } | {"default": False}
+    assert by_alias.pop("request_id") != by_name.pop("request_id")  # two requests
     assert by_alias == by_name and by_alias["model"] == "tiny-fake-b@2"
     assert v2["model"] == v1["model"] == "tiny-fake-b@2"
     assert unknown.status_code == 422
