@@ -163,3 +163,27 @@ def stop_process(process: subprocess.Popen, *, timeout_s: float = 20) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def persona_slice_lists(shared_data: Path, work: Path, conversations: int, negatives: str) -> Path:
+    """The first ``conversations`` of Synthetic-Persona-Chat's test file as ranking lists (a team's own).
+
+    Converted with ``ranker convert persona-chat`` (no retriever, so no ``retrieved`` negatives);
+    skips the calling test where the shared data is absent.
+    """
+    import gzip
+
+    import pytest
+
+    from dialogue_ranker.training import convert
+
+    source = shared_data / "synthetic_persona_chat" / "spc_test.jsonl.gz"
+    if not source.is_file():
+        pytest.skip(f"{source} is absent")
+    with gzip.open(source, "rt") as rows:
+        head = [next(rows) for _ in range(conversations)]
+    with gzip.open(work / "slice.jsonl.gz", "wt") as out:
+        out.writelines(head)
+    path = work / "persona-chat.jsonl"
+    convert.main(["persona-chat", str(work / "slice.jsonl.gz"), str(path), "--negatives", negatives])
+    return path

@@ -10,12 +10,12 @@ then continues training from its checkpoint and runs the other phases. A few min
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import persona_slice_lists
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -37,21 +37,9 @@ CONVERSATIONS = 30
 @pytest.fixture(scope="module")
 def persona_lists(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
     """A slice of Synthetic-Persona-Chat's test conversations as ranking lists (a team's own lists)."""
-    from dialogue_ranker.training import convert
-
-    source = shared_data / "synthetic_persona_chat" / "spc_test.jsonl.gz"
-    if not source.is_file():
-        pytest.skip(f"{source} is absent")
-    work = tmp_path_factory.mktemp("persona")
-    with gzip.open(source, "rt") as rows:
-        head = [next(rows) for _ in range(CONVERSATIONS)]
-    with gzip.open(work / "slice.jsonl.gz", "wt") as out:
-        out.writelines(head)
-    path = work / "persona-chat.jsonl"
-    convert.main(
-        ["persona-chat", str(work / "slice.jsonl.gz"), str(path), "--negatives", "earlier:1,later:2,random:3"]
+    return persona_slice_lists(
+        shared_data, tmp_path_factory.mktemp("persona"), CONVERSATIONS, "earlier:1,later:2,random:3"
     )
-    return path
 
 
 def adapt_flags(lists: Path, sugar: Path, suite: Path, out: Path) -> list[str]:

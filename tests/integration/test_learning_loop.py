@@ -10,7 +10,6 @@ ranks. The real model, real ``ranker serve`` processes on loopback, the real com
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import subprocess
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import REPO_ROOT, launch_service, stop_process, wait_ready
+from helpers import REPO_ROOT, launch_service, persona_slice_lists, stop_process, wait_ready
 
 from dialogue_ranker.data.feedback_logs import lists_digest, lists_from_logs
 from dialogue_ranker.data.ranking_data import read_lists
@@ -35,19 +34,10 @@ JUDGED = 4
 
 @pytest.fixture(scope="module")
 def team_lists(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
-    from dialogue_ranker.training import convert
-
-    source = shared_data / "synthetic_persona_chat" / "spc_test.jsonl.gz"
-    if not source.is_file():
-        pytest.skip(f"{source} is absent")
-    work = tmp_path_factory.mktemp("team")
-    with gzip.open(source, "rt") as rows:
-        head = [next(rows) for _ in range(CONVERSATIONS)]
-    with gzip.open(work / "slice.jsonl.gz", "wt") as out:
-        out.writelines(head)
-    path = work / "lists.jsonl"
-    convert.main(["persona-chat", str(work / "slice.jsonl.gz"), str(path), "--negatives", "later:2,random:3"])
-    return path
+    """A slice of Synthetic-Persona-Chat's test conversations as ranking lists (a team's own lists)."""
+    return persona_slice_lists(
+        shared_data, tmp_path_factory.mktemp("team"), CONVERSATIONS, "later:2,random:3"
+    )
 
 
 def serve(model: Path, cwd: Path, *flags: str) -> tuple[subprocess.Popen[bytes], str]:
