@@ -107,3 +107,22 @@ def test_adapt_resumes_after_a_kill_and_writes_a_bundle_and_a_report(
     assert "| 95% interval |" in report and "| team test | precision_at_1 |" in report
     assert "| sugar | precision_at_1 |" in report and "## Time per phase" in report
     assert layout.report_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_step_probe_times_a_few_real_training_steps_and_leaves_nothing_behind(
+    persona_lists: Path, tmp_path: Path
+) -> None:
+    from dialogue_ranker.adapt.prepare import base_facts
+    from dialogue_ranker.adapt.step_probe import PROBE_STEPS, TEACHER_EXTRA, seconds_per_step
+    from dialogue_ranker.adapt.train_phase import base_flags
+    from dialogue_ranker.serving.settings import DEFAULT_MODEL_DIR
+
+    args = __import__("argparse").Namespace(seed=13, precision="fp32", threads=2)
+    flags = base_flags(args, base_facts(DEFAULT_MODEL_DIR))
+    probe = seconds_per_step(flags, persona_lists, tmp_path / "probe", taught_share=0.25)
+    measured = probe["measured_seconds_per_step"]
+    assert measured > 0
+    assert probe["seconds_per_step"] == pytest.approx(measured * (1 + TEACHER_EXTRA * 0.25), abs=2e-3)
+    # the probe's wall time holds its loading and every step it took, the first included
+    assert probe["probe_seconds"] > measured * (PROBE_STEPS - 1)
+    assert not (tmp_path / "probe").exists()

@@ -75,3 +75,31 @@ def test_calibrate_refuses_to_write_over_a_bundle_it_did_not_write(tmp_path, few
         main(["--lists", str(few_lists), "--model", str(model_dir), "--out", str(tmp_path / "other"),
               "--runtimes", "onnx"])  # fmt: skip
     assert (tmp_path / "other" / "metadata.json").read_text() == "{}"
+
+
+@pytest.mark.parametrize("within", [1.0, 0.0])
+def test_a_runtime_whose_logits_agree_shares_the_first_runtimes_map_and_says_so(
+    tmp_path: Path, few_lists: Path, model_dir: Path, within: float
+) -> None:
+    """The shipped int8 graph: OpenVINO f32's logits are about 0.1 from ONNX Runtime's, so a
+    tolerance of 1 shares ONNX Runtime's map, and 0 fits OpenVINO's own on its own logits."""
+    from dialogue_ranker.export.calibrate import PARITY_LISTS, chosen_runtimes, main
+
+    if [r.key for r in chosen_runtimes("openvino-f32")] != ["onnx", "openvino-f32"]:
+        pytest.skip("OpenVINO is not installed here")
+    out = tmp_path / "calibrated"
+    main(["--lists", str(few_lists), "--model", str(model_dir), "--out", str(out), "--holdout", "0",
+          "--runtimes", "openvino-f32", "--share-map-within", str(within)])  # fmt: skip
+    entries = json.loads((out / "metadata.json").read_text())["calibration_by_runtime"]
+    onnx, openvino = entries["onnx"], entries["openvino-f32"]
+    if within:
+        assert openvino["shared_with"] == "onnx" and openvino["calibration"] == onnx["calibration"]
+        parity = openvino["parity"]
+        assert parity["lists"] == min(PARITY_LISTS, 20) and 0.0 <= parity["max_abs_logit"] <= within
+    else:
+        assert "shared_with" not in openvino and "parity" not in openvino
+        assert openvino["calibration"] != onnx["calibration"]  # fitted on its own logits
+    served = load_bundle(out).for_runtime("openvino-f32")
+    assert (
+        served.calibration.to_dict() == openvino["calibration"] and served.threshold == openvino["threshold"]
+    )

@@ -60,6 +60,18 @@ def test_the_plan_shares_the_budget_and_sizes_the_work_to_it() -> None:
     assert budget.plan(1800, seconds_per_list=0.2, files=5, teacher=False, max_steps=3).steps == 3
 
 
+def test_a_measured_step_rate_sizes_training_instead_of_the_scoring_rate() -> None:
+    guessed = budget.plan(1800, seconds_per_list=0.2, files=5, teacher=True)
+    fast = budget.plan(1800, seconds_per_list=0.2, files=5, teacher=True, seconds_per_step=2.0)
+    slow = budget.plan(1800, seconds_per_list=0.2, files=5, teacher=True, seconds_per_step=8.0)
+    assert fast.steps > slow.steps
+    # the steps that fit the training share's stepping time, whatever the scoring rate said
+    stepping = fast.seconds["train"] * (1 - budget.DEV_SHARE - budget.TRAIN_END_SHARE)
+    stepping -= budget.TRAIN_START_COST_LISTS * 0.2
+    assert fast.steps == int(stepping / 2.0) != guessed.steps
+    assert fast.seconds == guessed.seconds  # the phases' shares do not move with it
+
+
 def test_a_replay_file_takes_a_weight_and_its_licence(tmp_path: Path) -> None:
     sugar = tmp_path / "sugar.jsonl"
     sugar.write_text("{}\n")

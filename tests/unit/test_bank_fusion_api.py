@@ -39,7 +39,6 @@ PLAIN = {"context": "I forgot my password.", "candidates": ["I can send a reset 
 SAME_ID = {"X-Request-ID": "compared-request"}
 
 
-
 def with_fused_retriever(directory: Path, fusion: dict | None) -> Path:
     """The fake bundle with a retriever/ folder: the shipped graph and tokenizer, and ``fusion``."""
     shipped = require_retriever()

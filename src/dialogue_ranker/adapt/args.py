@@ -8,6 +8,7 @@ from pathlib import Path
 from dialogue_ranker.adapt.guard import GUARDS, parse_replay
 from dialogue_ranker.adapt.regression import DEFAULT_SUITE, REPO
 from dialogue_ranker.serving.settings import DEFAULT_MODEL_DIR
+from dialogue_ranker.training.backbone import PRECISIONS
 
 #: The phases, in order (``--stop-after`` names one).
 PHASES = ("prepare", "train", "export", "calibrate", "evaluate", "report")
@@ -66,6 +67,13 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=None, help="smoke runs: at most N lists per file and part")
     p.add_argument(
         "--max-steps", type=int, default=None, help="training steps (default: planned from --minutes)"
+    )
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="training's forward pass (ranker train --precision): auto is bf16 where the CPU or GPU has "
+        "native bf16 units (AVX-512 BF16, AMX); weights stay fp32",
     )
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--name", default=None, help="the bundle's name (default: the base's, with -adapted)")

@@ -6,25 +6,30 @@ needs more than its share, training gives it up, down to a quarter of the budget
 
 | phase | share | what is sized to fit it |
 | --- | --- | --- |
-| train | 50% | planned steps (:data:`STEP_COST_LISTS`), dev checks and lists; ``--max-seconds`` stops it |
-| export | 20% | the dev lists per file its graphs are checked on |
-| calibrate | 10% | the team's dev lists each runtime's map is fitted on |
-| evaluate | 20% | the team's test lists both bundles are compared on (the suite's samples are its own) |
+| train | 65% | planned steps (the step probe's rate), dev checks and lists; ``--max-seconds`` stops it |
+| export | 15% | the dev lists per file its graphs are checked on |
+| calibrate | 5% | the team's dev lists each runtime's map is fitted on |
+| evaluate | 15% | the team's test lists both bundles are compared on (the suite's samples are its own) |
 
-Sizes come from one measurement: the rate probe scores a few of the team's lists with the base
-bundle (three views, ONNX Runtime's int8 graph), and every other cost is a multiple of it, measured
-on a shared 2-core AMD EPYC (see the constants). A phase that ends early leaves its time to the
-next; a phase that overruns is reported, not stopped (only training has a hard stop).
+Sizes come from two measurements: the step probe trains a few steps from the base
+(:mod:`dialogue_ranker.adapt.step_probe`), which sizes training, and the rate probe scores a few
+of the team's lists with the base bundle (three views, ONNX Runtime's int8 graph), of which every
+other cost is a multiple, measured on a shared 2-core AMD EPYC (see the constants). A phase that
+ends early leaves its time to the next; a phase that overruns is reported, not stopped (only
+training has a hard stop).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-SHARES = {"train": 0.50, "export": 0.20, "calibrate": 0.10, "evaluate": 0.20}
-#: A training step of 8 lists (forward and backward in PyTorch, fp32, the last-turn view too) costs as
-#: much as scoring this many lists with the int8 graph: 8 to 13 s a step of persona lists against 0.19
-#: to 0.27 s a list on the shared 2 cores. The base as teacher adds a forward pass.
+#: Training is what lifts the team's scores: it gets most of the budget. (Half, and fp32 steps, gave
+#: 117 steps in 30 minutes, 0.214 to 0.428 P@1 on persona chat: 2026-11-27-adapt-persona-30min.md.)
+SHARES = {"train": 0.65, "export": 0.15, "calibrate": 0.05, "evaluate": 0.15}
+#: Without a step probe (``seconds_per_step`` not given): a training step of 8 lists (forward and
+#: backward in PyTorch, fp32, the last-turn view too) costs as much as scoring this many lists with
+#: the int8 graph: 8 to 13 s a step of persona lists against 0.19 to 0.27 s a list on the shared 2
+#: cores. The base as teacher adds a forward pass.
 STEP_COST_LISTS = 45.0
 TEACHER_STEP_COST_LISTS = 15.0
 #: Loading the base, its teacher and the replay files (Topical-Chat's 44,747 lists are read whole)
@@ -93,13 +98,15 @@ def plan(
     teacher: bool,
     batch_lists: int = 8,
     max_steps: int | None = None,
+    seconds_per_step: float | None = None,
 ) -> Plan:
     """The plan for ``seconds`` (what is left after preparing) at the probe's ``seconds_per_list``.
 
     The export and the evaluation get their share, or what their fixed work needs where that is
     more (the graphs built and checked file by file; the regression suite), and training the rest,
     at least :data:`MIN_TRAIN_SHARE`. ``files``: the training files (the team's and the replay
-    files); ``max_steps`` overrides the planned steps (smoke runs).
+    files); ``max_steps`` overrides the planned steps (smoke runs); ``seconds_per_step``: the step
+    probe's rate (teacher included), which replaces the scoring rate's multiple.
     """
     per_list = max(seconds_per_list, 1e-3)
     share = {phase: seconds * part for phase, part in SHARES.items()}
@@ -108,7 +115,8 @@ def plan(
     share["evaluate"] = max(share["evaluate"], (SUITE_COST_LISTS + 2 * MIN_LISTS) * per_list)
     others = sum(s for phase, s in share.items() if phase != "train")
     share["train"] = max(seconds * MIN_TRAIN_SHARE, seconds - others)
-    step_s = per_list * (STEP_COST_LISTS + (TEACHER_STEP_COST_LISTS if teacher else 0)) * batch_lists / 8
+    step_s = seconds_per_step or per_list * (STEP_COST_LISTS + (TEACHER_STEP_COST_LISTS if teacher else 0))
+    step_s *= batch_lists / 8
     stepping = share["train"] * (1 - DEV_SHARE - TRAIN_END_SHARE) - TRAIN_START_COST_LISTS * per_list
     steps = max_steps or max(MIN_STEPS, int(stepping / step_s))
     rounds = clamp(steps / STEPS_PER_ROUND, 1, ROUNDS)

@@ -2,7 +2,8 @@
 
 ``ranker calibrate``'s own functions (:mod:`dialogue_ranker.export.calibrate`): the exported graph
 scores the team's dev sample under every runtime this host runs (``--runtimes`` narrows it), a Platt
-map and the abstention threshold are fitted on each runtime's logits, and ``bundle/`` is written as
+map and the abstention threshold are fitted on each runtime's logits (a runtime whose logits agree
+with ONNX Runtime's on a parity sample shares its map: no second scoring), and ``bundle/`` is written as
 a copy of the exported bundle with those maps and ``calibrated_by``. Nothing is held out here: the
 team's test lists, which the comparison reads, were never in the dev part.
 """
@@ -18,7 +19,7 @@ from typing import Any
 from dialogue_ranker.adapt.layout import Layout
 from dialogue_ranker.data.feedback_logs import lists_digest
 from dialogue_ranker.data.ranking_data import read_lists
-from dialogue_ranker.export.calibrate import chosen_runtimes, runtime_entry, write_bundle
+from dialogue_ranker.export.calibrate import chosen_runtimes, runtime_entries, write_bundle
 from dialogue_ranker.export.runtime_calibration import machine
 from dialogue_ranker.serving.model_bundle import load_bundle
 
@@ -37,11 +38,9 @@ def run_calibration(args: argparse.Namespace, layout: Layout) -> dict[str, Any]:
     options = argparse.Namespace(
         threads=args.threads, method=METHOD, lists=layout.team_dev, holdout=0.0, name=None, version=None
     )
-    entries = {}
-    for runtime in chosen_runtimes(args.runtimes):
-        print(f"calibrate {runtime.key}: scoring {len(lists)} team dev lists", flush=True)
-        entry = runtime_entry(exported, runtime, (lists, []), options)
-        entries[runtime.key] = {**entry, "split": "the team's dev part (group hash), a seeded sample"}
+    split = {"split": "the team's dev part (group hash), a seeded sample"}
+    entries = runtime_entries(exported, chosen_runtimes(args.runtimes), (lists, []), options)
+    entries = {key: {**entry, **split} for key, entry in entries.items()}
     calibrated_by = {
         "command": "ranker adapt",
         "lists": layout.team_dev.name,

@@ -8,7 +8,8 @@ Six phases, each recorded in ``OUT/adapt.json`` when done, so a killed command c
 
 1. **prepare**: read ``--lists`` (ranking-data files, or a directory of the service's request
    logs and feedback), split them by group (a stable hash: 70% train, 15% dev, 15% test; too few
-   groups is refused), choose the replay files, probe the scoring rate and plan the budget;
+   groups is refused), choose the replay files, probe the scoring rate and a few training steps, and
+   plan the budget;
 2. **train**: ``ranker train --init-bundle`` from the base, with its head, encoding and last-turn
    view, on the team's train part and the guard's replay; dev checked after each epoch (up to
    five), stopped at the planned steps, after two checks without a better dev score, or when its
@@ -21,11 +22,12 @@ Six phases, each recorded in ``OUT/adapt.json`` when done, so a killed command c
    (``--regression-suite``: what the base knew), each metric with its paired bootstrap interval;
 6. **report**: ``OUT/report.md`` and ``OUT/report.png``; the bundle's lineage in its metadata and card.
 
-``--minutes`` covers all six: training gets 50% of what preparing leaves, the export 20%, the
-calibration 10%, the evaluation 20%, each phase's work sized to its share from a measured scoring
-rate (:mod:`dialogue_ranker.adapt.budget`). The forgetting guard (``--guard``, default ``both``)
-replays the base's own training lists and has the base teach them (:mod:`dialogue_ranker.adapt.guard`),
-so that no ranking metric of the regression suite drops by more than 0.02; the report says whether
+``--minutes`` covers all six: training gets 65% of what preparing leaves, the export 15%, the
+calibration 5%, the evaluation 15%, training's steps sized from a few measured ones (the step
+probe) and the other phases' work from a measured scoring rate (:mod:`dialogue_ranker.adapt.budget`).
+The forgetting guard (``--guard``, default ``both``) replays the base's own training lists and has
+the base teach them (:mod:`dialogue_ranker.adapt.guard`), so that no ranking metric of the
+regression suite drops by more than 0.02; the report says whether
 it held.
 """
 

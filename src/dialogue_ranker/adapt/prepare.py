@@ -3,7 +3,7 @@
 Writes ``data/team.jsonl`` (every list: ``ranker train`` splits it by the same group hash),
 ``data/team-dev.jsonl`` and ``data/team-test.jsonl`` (seeded samples of the dev and test parts,
 sized to the budget), and records what the later phases need: the base bundle, the lists' sources,
-the split's counts, the replay files, the suite's absent sets and the plan.
+the split's counts, the replay files, the suite's absent sets, the step probe's rate and the plan.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from dialogue_ranker.adapt.inputs import team_lists
 from dialogue_ranker.adapt.layout import Layout
 from dialogue_ranker.adapt.regression import lists_files, load_present
 from dialogue_ranker.adapt.split import RULE, split_team
+from dialogue_ranker.adapt.step_probe import seconds_per_step
+from dialogue_ranker.adapt.train_phase import base_flags
 from dialogue_ranker.data.feedback_logs import lists_digest
 from dialogue_ranker.data.ranking_data import RankingList, write_lists
 from dialogue_ranker.evaluation.domains import ListScorer, group_split, held_out
@@ -90,13 +92,22 @@ def prepare(args: argparse.Namespace, layout: Layout, *, seconds_left: float) ->
     layout.data.mkdir(parents=True, exist_ok=True)
     write_lists(layout.team, lists)
     rate = probe_seconds_per_list(args.model, split.dev, threads=args.threads)
+    base = base_facts(args.model)
+    teacher = distills(args.guard) and bool(replay)
+    step = None
+    if args.max_steps is None:  # the steps are planned from a few measured ones
+        taught = sum(r.weight for r in replay) if teacher else 0.0
+        step = seconds_per_step(base_flags(args, base), layout.team, layout.out / "probe",
+                                taught_share=taught / (1 + taught))  # fmt: skip
+        print(f"step probe: {json.dumps(step)}", flush=True)
     spent = time.perf_counter() - started
     plan = budget.plan(
         seconds_left - spent,
         seconds_per_list=rate,
         files=1 + len(replay),
-        teacher=distills(args.guard) and bool(replay),
+        teacher=teacher,
         max_steps=args.max_steps,
+        seconds_per_step=step and step["seconds_per_step"],
     )
     if args.limit:  # a smoke run scores at most --limit lists of each part
         plan = budget.Plan(**{**plan.__dict__, **limited(plan, args.limit)})
@@ -112,7 +123,8 @@ def prepare(args: argparse.Namespace, layout: Layout, *, seconds_left: float) ->
             flush=True,
         )
     return {
-        "base": base_facts(args.model),
+        "base": base,
+        "step_probe": step,
         "sources": [s.to_dict() for s in sources],
         "team": {"file": layout.team.name, "sha256": lists_digest(layout.team), "name": TEAM},
         "split": {"rule": RULE, "counts": counts},

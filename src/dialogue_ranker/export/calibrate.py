@@ -6,10 +6,12 @@ No training: the bundle's graph scores the lists (ranking-data format,
 ``docs/guides/ranking-data.md``) under every runtime the service may serve it with (ONNX Runtime,
 OpenVINO f32, and OpenVINO bf16 where the CPU computes bf16 natively; ``--runtimes`` narrows it),
 as ``ranker evaluate`` and the service score them (:class:`evaluation.domains.ListScorer`, with
-the bundle's context views). On each runtime's own logits it fits the map (``--method``: Platt by
-default) and chooses the abstention threshold that maximises abstention accuracy, on all lists but
-a held-out share of groups (``--holdout``, a stable hash of ``group``), and prints ECE and
-abstention before (the bundle's map for that runtime) and after, on that held-out part.
+the bundle's context views); a runtime whose logits agree with ONNX Runtime's on a parity sample
+(:data:`SHARED_MAP_TOLERANCE`) shares its map instead of scoring every list again. On each
+runtime's own logits it fits the map (``--method``: Platt by default) and chooses the abstention
+threshold that maximises abstention accuracy, on all lists but a held-out share of groups
+(``--holdout``, a stable hash of ``group``), and prints ECE and abstention before (the bundle's
+map for that runtime) and after, on that held-out part.
 
 One map cannot fit every base rate: the shipped map, fitted on SUGAR and Topical-Chat, gives
 DailyDialog++ an ECE of about 0.15, because a third of its candidates are appropriate. A
@@ -108,17 +110,37 @@ def figures(
     }
 
 
+#: A runtime whose logits on :data:`PARITY_LISTS` of the lists are within :data:`SHARED_MAP_TOLERANCE`
+#: of the first runtime's (ONNX Runtime's) takes that runtime's map and threshold instead of scoring
+#: every list again: an fp32 graph under OpenVINO f32 agrees with ONNX Runtime to about 1e-5, and
+#: a map fitted on logits 0.05 apart moves a probability by at most about 0.01. Scoring is the whole
+#: cost of the command, so this cuts it to about a third for such graphs.
+PARITY_LISTS = 24
+SHARED_MAP_TOLERANCE = 0.05
+
+
+def scored(bundle: ModelBundle, runtime: Runtime, lists: list[RankingList], threads: int) -> list[np.ndarray]:
+    """Each list's logits under ``runtime``, scored as the service scores them (every view)."""
+    scorer = ListScorer(bundle, threads=threads, backend=runtime.backend, precision=runtime.precision)
+    logits = scorer.logits(lists)
+    del scorer  # its sessions go before the next runtime's
+    return logits
+
+
 def runtime_entry(
     bundle: ModelBundle,
     runtime: Runtime,
     parts: tuple[list[RankingList], list[RankingList]],
     args: argparse.Namespace,
+    logits: list[np.ndarray] | None = None,
 ) -> dict[str, Any]:
-    """One runtime's ``calibration_by_runtime`` entry: its own map and threshold, and held-out figures."""
+    """One runtime's ``calibration_by_runtime`` entry: its own map and threshold, and held-out figures.
+
+    ``logits``: the runtime's logits of ``fit`` then ``held``, where already scored.
+    """
     fit, held = parts
-    scorer = ListScorer(bundle, threads=args.threads, backend=runtime.backend, precision=runtime.precision)
-    logits = scorer.logits([*fit, *held])
-    del scorer  # its sessions go before the next runtime's
+    if logits is None:
+        logits = scored(bundle, runtime, [*fit, *held], args.threads)
     fit_logits, held_logits = logits[: len(fit)], logits[len(fit) :]
     mapping, threshold = fit_map(args.method, fit, fit_logits)
     name = Path(args.lists).name
@@ -138,6 +160,57 @@ def runtime_entry(
             "after": figures(held, held_logits, mapping, threshold),
         }
     return entry
+
+
+def largest_difference(a: list[np.ndarray], b: list[np.ndarray]) -> float:
+    """The largest absolute difference between two runtimes' logits of the same lists."""
+    return max((float(np.max(np.abs(x - y))) for x, y in zip(a, b, strict=True) if x.size), default=0.0)
+
+
+def runtime_entries(
+    bundle: ModelBundle,
+    chosen: list[Runtime],
+    parts: tuple[list[RankingList], list[RankingList]],
+    args: argparse.Namespace,
+) -> dict[str, dict[str, Any]]:
+    """Every chosen runtime's entry: the first fitted on its own logits, the others too or shared.
+
+    A runtime whose logits on a parity sample agree with the first's (within
+    ``args.share_map_within``, by default :data:`SHARED_MAP_TOLERANCE`) takes its map; the others
+    score every list.
+
+    A shared entry says so (``shared_with``, and the parity sample's size and largest difference).
+    """
+    lists = [*parts[0], *parts[1]]
+    first, *others = chosen
+    print(f"{first.key}: scoring {len(lists)} lists", flush=True)
+    reference = scored(bundle, first, lists, args.threads)
+    entries = {first.key: runtime_entry(bundle, first, parts, args, reference)}
+    sample = min(PARITY_LISTS, len(lists))
+    within = getattr(args, "share_map_within", SHARED_MAP_TOLERANCE)
+    for runtime in others:
+        parity = None
+        if within > 0:
+            parity = largest_difference(
+                scored(bundle, runtime, lists[:sample], args.threads), reference[:sample]
+            )
+        if parity is not None and parity <= within:
+            print(
+                f"{runtime.key}: logits within {parity:.2g} of {first.key}'s on {sample} lists: its map",
+                flush=True,
+            )
+            shared = {
+                "shared_with": first.key,
+                "parity": {"lists": sample, "max_abs_logit": round(parity, 6)},
+            }
+            entries[runtime.key] = {**entries[first.key], **shared}
+            continue
+        why = (
+            "fitted alone" if parity is None else f"logits {parity:.2g} from {first.key}'s on {sample} lists"
+        )
+        print(f"{runtime.key}: {why}: scoring {len(lists)} lists", flush=True)
+        entries[runtime.key] = runtime_entry(bundle, runtime, parts, args)
+    return entries
 
 
 def table(entries: dict[str, dict[str, Any]]) -> str:
@@ -215,12 +288,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="comma-separated runtimes to fit (onnx always; default: every one this host can run: "
         "onnx, openvino-f32, openvino-bf16)",
     )
+    p.add_argument(
+        "--share-map-within",
+        type=float,
+        default=SHARED_MAP_TOLERANCE,
+        metavar="LOGIT",
+        help="a runtime whose logits on a parity sample are at most this far from ONNX Runtime's takes its "
+        f"map instead of scoring every list (default {SHARED_MAP_TOLERANCE:g}; 0: fit each runtime alone)",
+    )
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--name", default=None, help="the new bundle's name (default: the base's)")
     p.add_argument("--version", default=None, help="the new bundle's version (default: the base's)")
     args = p.parse_args(argv)
     if not 0.0 <= args.holdout < 1.0:
         p.error(f"--holdout {args.holdout} is not in [0, 1)")
+    if args.share_map_within < 0:
+        p.error(f"--share-map-within {args.share_map_within:g} is negative")
     if args.out.resolve() == args.model.resolve():
         p.error("--out is the base bundle: calibrate writes a new bundle beside it")
     return args
@@ -254,11 +337,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if not fit:
         raise SystemExit(f"--holdout {args.holdout} leaves no list of {args.lists} to fit on")
     print(f"{len(lists)} lists: fitting on {len(fit)}, holding out {len(held)} (by group)", flush=True)
-    entries = {}
-    for runtime in chosen_runtimes(args.runtimes):
-        print(f"{runtime.key}: scoring {len(lists)} lists", flush=True)
-        entries[runtime.key] = runtime_entry(bundle, runtime, (fit, held), args)
-        print(json.dumps({runtime.key: {k: entries[runtime.key][k] for k in ("calibration", "threshold")}}))
+    entries = runtime_entries(bundle, chosen_runtimes(args.runtimes), (fit, held), args)
+    for key, entry in entries.items():
+        print(json.dumps({key: {k: entry[k] for k in ("calibration", "threshold")}}))
     print(table(entries))
     calibrated_by = {
         "command": "ranker calibrate",

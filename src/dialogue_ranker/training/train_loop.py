@@ -42,7 +42,8 @@ class TrainingOutcome:
     planned_steps: int
     #: ``schedule`` (every planned step), ``max-seconds``, ``patience`` or ``stop-at``.
     stopped_by: str = "schedule"
-    #: Wall-clock seconds an optimiser step took in this process, dev checks left out (None: no step).
+    #: Wall-clock seconds an optimiser step took in this process, dev checks left out, and the
+    #: process's first step too where it took more than one (that step pays for kernels' set-up).
     seconds_per_step: float | None = None
 
 
@@ -104,7 +105,7 @@ def train_epochs(
     stop_after = getattr(args, "stop_after_steps", None)
     bar = tqdm(total=total, initial=loop.step, desc="ranker", unit="step", mininterval=30)
     out_of_time = stalled = False
-    first_step, stepping = loop.step, 0.0
+    first_step, stepping, set_up = loop.step, 0.0, 0.0
     while loop.epoch < len(epochs):
         batches = epochs[loop.epoch]
         model.train()
@@ -117,6 +118,8 @@ def train_epochs(
                 loss = loss_of(model, encoder, batches[loop.batch], args, rng, teachers)
             optimizer_step(model, optimizer, schedule, loss)
             stepping += time.perf_counter() - step_started
+            if loop.step == first_step:
+                set_up = stepping
             loop.step += 1
             loop.batch += 1
             bar.update(1)
@@ -149,7 +152,8 @@ def train_epochs(
     if stopped_by == "schedule" and end < total:
         stopped_by = "stop-at"
     taken = loop.step - first_step
-    return TrainingOutcome(loop.history, loop.step, total, stopped_by, stepping / taken if taken else None)
+    rate = (stepping - set_up) / (taken - 1) if taken > 1 else stepping / taken if taken else None
+    return TrainingOutcome(loop.history, loop.step, total, stopped_by, rate)
 
 
 class Stopped(RuntimeError):
