@@ -103,3 +103,36 @@ def test_a_runtime_whose_logits_agree_shares_the_first_runtimes_map_and_says_so(
     assert (
         served.calibration.to_dict() == openvino["calibration"] and served.threshold == openvino["threshold"]
     )
+
+
+def test_max_lists_fits_on_a_seeded_sample_and_records_it(
+    tmp_path: Path, few_lists: Path, model_dir: Path
+) -> None:
+    from dialogue_ranker.export.calibrate import main
+
+    runs = [
+        main(
+            [
+                "--lists",
+                str(few_lists),
+                "--model",
+                str(model_dir),
+                "--out",
+                str(tmp_path / name),
+                "--runtimes",
+                "onnx",
+                "--holdout",
+                "0.3",
+                "--max-lists",
+                "12",
+                "--seed",
+                "5",
+            ]
+        )  # fmt: skip
+        for name in ("a", "b")
+    ]
+    first, again = runs
+    assert first["list_count"] == 20 and first["sampled_lists"] == 12
+    assert first["fitted_on_lists"] + first["held_out_lists"] == 12
+    metadata = [json.loads((tmp_path / name / "metadata.json").read_text()) for name in ("a", "b")]
+    assert metadata[0]["calibration"] == metadata[1]["calibration"]  # the same seed, the same sample

@@ -46,7 +46,7 @@ import numpy as np
 from dialogue_ranker.data.feedback_logs import lists_digest, read_lists_or_logs
 from dialogue_ranker.data.ranking_data import RankingList, exit_on_data_error
 from dialogue_ranker.evaluation import calibration, metrics
-from dialogue_ranker.evaluation.domains import ListScorer
+from dialogue_ranker.evaluation.domains import ListScorer, held_out
 from dialogue_ranker.export.card import write_card
 from dialogue_ranker.export.runtime_calibration import ENTRY, Runtime, machine, runtimes
 from dialogue_ranker.serving.calibration import Calibrator
@@ -283,6 +283,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--method", choices=("platt", "isotonic"), default="platt", help="the map fitted")
     p.add_argument(
+        "--max-lists",
+        type=int,
+        default=0,
+        metavar="N",
+        help="score a seeded sample of N lists (--seed), before the held-out split: a two-parameter "
+        "Platt map needs a few hundred lists, and scoring is the whole cost (default 0: every list)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="the --max-lists sample's seed")
+    p.add_argument(
         "--runtimes",
         default=None,
         help="comma-separated runtimes to fit (onnx always; default: every one this host can run: "
@@ -300,6 +309,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--name", default=None, help="the new bundle's name (default: the base's)")
     p.add_argument("--version", default=None, help="the new bundle's version (default: the base's)")
     args = p.parse_args(argv)
+    if args.max_lists < 0:
+        p.error(f"--max-lists {args.max_lists} is negative")
     if not 0.0 <= args.holdout < 1.0:
         p.error(f"--holdout {args.holdout} is not in [0, 1)")
     if args.share_map_within < 0:
@@ -332,7 +343,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     started, cpu_started = time.perf_counter(), time.process_time()
     refuse_foreign_out(args.out)  # before minutes of scoring, not after
     bundle = load_bundle(args.model)
-    lists = read_lists_or_logs(args.lists)
+    every = read_lists_or_logs(args.lists)
+    lists = held_out(every, "all", args.max_lists, args.seed)
+    if len(lists) < len(every):
+        print(
+            f"--max-lists {args.max_lists}: {len(lists)} of the {len(every)} lists, seed {args.seed}"
+        )
     fit, held = split_by_group(lists, args.holdout)
     if not fit:
         raise SystemExit(f"--holdout {args.holdout} leaves no list of {args.lists} to fit on")
@@ -345,7 +361,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "command": "ranker calibrate",
         "lists": args.lists.name,
         "sha256": lists_digest(args.lists),
-        "list_count": len(lists),
+        "list_count": len(every),
+        "sampled_lists": len(lists),
         "fitted_on_lists": len(fit),
         "held_out_lists": len(held),
         "holdout": args.holdout,
