@@ -63,7 +63,12 @@ def run_calibration(args: argparse.Namespace, layout: Layout) -> dict[str, Any]:
     write_bundle(layout.exported, layout.bundle, entries, calibrated_by, options)
     return {
         "runtimes": {
-            k: {"calibration": e["calibration"], "threshold": e["threshold"]} for k, e in entries.items()
+            k: {
+                "calibration": e["calibration"],
+                "threshold": e["threshold"],
+                "shared_with": e.get("shared_with"),
+            }
+            for k, e in entries.items()
         },
         "lists": len(lists),
     }

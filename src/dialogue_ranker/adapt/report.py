@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 WHAT = {
-    "prepare": "read and split the lists, probe the scoring rate, plan",
+    "prepare": "read and split the lists, probe the scoring rate and four training steps, plan",
     "train": "ranker train from the base bundle",
     "export": "ranker export: graphs built, checked, one shipped",
     "calibrate": "each runtime's map and threshold on the team's dev lists",
@@ -97,6 +97,12 @@ def guard_text(guard: dict[str, Any], verdict: dict[str, Any]) -> str:
     )
 
 
+def fitted_on(entry: dict[str, Any]) -> str:
+    """Whose logits a runtime's map was fitted on: its own, or another runtime's it agreed with."""
+    shared = entry.get("shared_with")
+    return f"{shared}'s (logits agree)" if shared else "its own logits"
+
+
 def render(state: dict[str, Any], comparison: dict[str, Any], adapted_by: dict[str, Any], *, out: str) -> str:
     """The whole report."""
     phases = state["phases"]
@@ -117,11 +123,20 @@ def render(state: dict[str, Any], comparison: dict[str, Any], adapted_by: dict[s
     )
     maps = "\n".join(
         f"| {k} | {m['calibration'].get('a', math.nan):.3f} | {m['calibration'].get('b', math.nan):.3f} "
-        f"| {m['threshold']:.3f} |"
+        f"| {m['threshold']:.3f} | {fitted_on(m)} |"
         for k, m in calibrated["runtimes"].items()
     )
     absent = comparison["suite"]["absent"]
     steps_per_s = trained["steps"] / max(trained["train_seconds"], 1e-9)
+    probe = prepared.get("step_probe")
+    probed = (
+        f"The step probe measured {probe['measured_seconds_per_step']:.2f} s a step of the team's lists "
+        f"({probe['seconds_per_step']:.2f} s planned with the teacher's share; the probe took "
+        f"{probe['probe_seconds']:.0f} s); the run's own steps took "
+        f"{trained.get('seconds_per_step') or math.nan:.2f} s."
+        if probe
+        else "Steps set by --max-steps (no step probe)."
+    )
     return f"""# ranker adapt: `{adapted}` from `{base}`
 
 {adapted_by["date"]}. The adapted bundle is `{out}/bundle` (`ranker serve --model {out}/bundle`);
@@ -134,6 +149,7 @@ this report compares it with the base on the team's test lists and on what the b
 Training: {trained["steps"]} of {trained["planned_steps"]} planned steps ({steps_per_s:.3f} steps/s over
 {trained["train_seconds"]:.0f} s, loading and dev checks included), stopped by {trained["stopped_by"]};
 best epoch {(trained["best_epoch"] or {}).get("epoch", "-")} of {trained["epochs"]} dev checks.
+{probed}
 
 ## The team's lists
 
@@ -182,8 +198,8 @@ last-turn view, exported with every view ({views_text(exported.get("views") or {
 centre is re-fitted on the run's dev lists). Calibration (Platt) and the abstention threshold per
 runtime, fitted on {calibrated["lists"]} of the team's dev lists:
 
-| runtime | a | b | threshold |
-| --- | ---: | ---: | ---: |
+| runtime | a | b | threshold | fitted on |
+| --- | ---: | ---: | ---: | --- |
 {maps}
 
 ![base against adapted](report.png)

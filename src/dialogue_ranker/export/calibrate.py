@@ -346,9 +346,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     every = read_lists_or_logs(args.lists)
     lists = held_out(every, "all", args.max_lists, args.seed)
     if len(lists) < len(every):
-        print(
-            f"--max-lists {args.max_lists}: {len(lists)} of the {len(every)} lists, seed {args.seed}"
-        )
+        print(f"--max-lists {args.max_lists}: {len(lists)} of the {len(every)} lists, seed {args.seed}")
     fit, held = split_by_group(lists, args.holdout)
     if not fit:
         raise SystemExit(f"--holdout {args.holdout} leaves no list of {args.lists} to fit on")
