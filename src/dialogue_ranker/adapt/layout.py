@@ -38,6 +38,11 @@ class Layout:
         return self.data / "team-test.jsonl"
 
     @property
+    def probe(self) -> Path:
+        """The step probe's few-step training run (deleted once measured)."""
+        return self.out / "probe"
+
+    @property
     def run(self) -> Path:
         """The training run (``ranker train --out``)."""
         return self.out / "run"

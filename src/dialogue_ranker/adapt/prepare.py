@@ -97,7 +97,7 @@ def prepare(args: argparse.Namespace, layout: Layout, *, seconds_left: float) ->
     step = None
     if args.max_steps is None:  # the steps are planned from a few measured ones
         taught = sum(r.weight for r in replay) if teacher else 0.0
-        step = seconds_per_step(base_flags(args, base), layout.team, layout.out / "probe",
+        step = seconds_per_step(base_flags(args, base), layout.team, layout.probe,
                                 taught_share=taught / (1 + taught))  # fmt: skip
         print(f"step probe: {json.dumps(step)}", flush=True)
     spent = time.perf_counter() - started
