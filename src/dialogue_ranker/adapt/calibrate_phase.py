@@ -13,14 +13,16 @@ from __future__ import annotations
 import argparse
 import shutil
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from dialogue_ranker.adapt.layout import Layout
-from dialogue_ranker.data.feedback_logs import lists_digest
 from dialogue_ranker.data.ranking_data import read_lists
-from dialogue_ranker.export.calibrate import chosen_runtimes, runtime_entries, write_bundle
-from dialogue_ranker.export.runtime_calibration import machine
+from dialogue_ranker.export.calibrate import (
+    calibrated_by_record,
+    chosen_runtimes,
+    runtime_entries,
+    write_bundle,
+)
 from dialogue_ranker.serving.model_bundle import load_bundle
 
 METHOD = "platt"
@@ -34,30 +36,17 @@ def run_calibration(args: argparse.Namespace, layout: Layout) -> dict[str, Any]:
     started, cpu_started = time.perf_counter(), time.process_time()
     lists = read_lists(layout.team_dev)
     exported = load_bundle(layout.exported)
-    # runtime_entry's options: the threads, the map, and the file the entries name.
+    # The options runtime_entries and calibrated_by_record read: threads, map, lists file, holdout.
     options = argparse.Namespace(
         threads=args.threads, method=METHOD, lists=layout.team_dev, holdout=0.0, name=None, version=None
     )
     split = {"split": "the team's dev part (group hash), a seeded sample"}
     entries = runtime_entries(exported, chosen_runtimes(args.runtimes), (lists, []), options)
     entries = {key: {**entry, **split} for key, entry in entries.items()}
-    calibrated_by = {
-        "command": "ranker adapt",
-        "lists": layout.team_dev.name,
-        "sha256": lists_digest(layout.team_dev),
-        "list_count": len(lists),
-        "fitted_on_lists": len(lists),
-        "held_out_lists": 0,
-        "holdout": 0.0,
-        "method": METHOD,
-        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "base": exported.model_id,
-        "runtimes": list(entries),
-        "held_out": {},
-        "seconds": round(time.perf_counter() - started, 1),
-        "cpu_seconds": round(time.process_time() - cpu_started, 1),
-        "machine": machine(),
-    }
+    calibrated_by = calibrated_by_record(
+        "ranker adapt", options, exported, list_count=len(lists), parts=(lists, []), entries=entries,
+        clock=(started, cpu_started),
+    )  # fmt: skip
     if layout.bundle.exists():  # a copy a kill interrupted: this phase's own, never the user's
         shutil.rmtree(layout.bundle)
     write_bundle(layout.exported, layout.bundle, entries, calibrated_by, options)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dialogue_ranker.data.feedback_logs import lists_digest, read_lists_or_logs
-from dialogue_ranker.data.ranking_data import DataError, RankingList, groups, read_lists
+from dialogue_ranker.data.ranking_data import DataError, RankingList, groups
 
 
 @dataclass(frozen=True)
@@ -37,10 +37,8 @@ def lists_at(path: Path) -> list[RankingList]:
     Raises:
         DataError: a bad file or line, or logs without texts (the message says which).
     """
-    if not path.is_dir():
-        return read_lists(path)
-    lists = list(read_lists_or_logs(path))
-    if not lists:
+    lists = read_lists_or_logs(path)
+    if path.is_dir() and not lists:
         raise DataError(f"--lists {path}: the logs and feedback there give no labelled list")
     return lists
 

@@ -60,9 +60,14 @@ from dialogue_ranker.serving.model_bundle import ModelBundle, load_bundle
 DEV_SHARE, TEST_SHARE = 0.15, 0.15
 
 
+def group_bucket(group: str) -> float:
+    """A group's place in [0, 1], by a stable hash (SHA-1, never Python's ``hash``)."""
+    return int(hashlib.sha1(group.encode("utf-8")).hexdigest()[:8], 16) / 0xFFFFFFFF
+
+
 def group_split(group: str) -> str:
-    """``train``, ``dev`` or ``test`` for a group, by a stable hash (never by Python's ``hash``)."""
-    bucket = int(hashlib.sha1(group.encode("utf-8")).hexdigest()[:8], 16) / 0xFFFFFFFF
+    """``train``, ``dev`` or ``test`` for a group, by :func:`group_bucket`."""
+    bucket = group_bucket(group)
     if bucket < TEST_SHARE:
         return "test"
     return "dev" if bucket < TEST_SHARE + DEV_SHARE else "train"

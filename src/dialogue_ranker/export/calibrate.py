@@ -32,7 +32,6 @@ A runtime this host cannot run gets no entry: the service falls back to the bund
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import shutil
 import time
@@ -46,7 +45,7 @@ import numpy as np
 from dialogue_ranker.data.feedback_logs import lists_digest, read_lists_or_logs
 from dialogue_ranker.data.ranking_data import RankingList, exit_on_data_error
 from dialogue_ranker.evaluation import calibration, metrics
-from dialogue_ranker.evaluation.domains import ListScorer, held_out
+from dialogue_ranker.evaluation.domains import ListScorer, group_bucket, held_out
 from dialogue_ranker.export.card import write_card
 from dialogue_ranker.export.runtime_calibration import ENTRY, Runtime, machine, runtimes
 from dialogue_ranker.serving.calibration import Calibrator
@@ -67,8 +66,7 @@ def split_by_group(
     """
     fit, held = [], []
     for x in lists:
-        bucket = int(hashlib.sha1(x.group.encode("utf-8")).hexdigest()[:8], 16) / 0xFFFFFFFF
-        (held if bucket < holdout else fit).append(x)
+        (held if group_bucket(x.group) < holdout else fit).append(x)
     return fit, held
 
 
@@ -320,6 +318,44 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def calibrated_by_record(
+    command: str,
+    args: argparse.Namespace,
+    bundle: ModelBundle,
+    *,
+    list_count: int,
+    parts: tuple[list[RankingList], list[RankingList]],
+    entries: dict[str, dict[str, Any]],
+    clock: tuple[float, float],
+) -> dict[str, Any]:
+    """``calibrated_by``: what fitted the maps (``GET /v1/models`` and the card show it).
+
+    ``args`` names the lists file, the holdout and the method; ``list_count`` is the file's lists,
+    ``parts`` the (fitted, held-out) lists scored; ``clock`` the wall and CPU clocks at the start.
+    """
+    fit, held = parts
+    started, cpu_started = clock
+    return {
+        "command": command,
+        "lists": Path(args.lists).name,
+        "sha256": lists_digest(args.lists),
+        "list_count": list_count,
+        "sampled_lists": len(fit) + len(held),
+        "fitted_on_lists": len(fit),
+        "held_out_lists": len(held),
+        "holdout": args.holdout,
+        "method": args.method,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "base": bundle.model_id,
+        "runtimes": list(entries),
+        "held_out": {key: entry["held_out"] for key, entry in entries.items() if "held_out" in entry},
+        "seconds": round(time.perf_counter() - started, 1),
+        # Every thread's CPU time: on a shared or busy host, what the wall-clock seconds cannot say.
+        "cpu_seconds": round(time.process_time() - cpu_started, 1),
+        "machine": machine(),
+    }
+
+
 def chosen_runtimes(text: str | None) -> list[Runtime]:
     """``--runtimes`` as runtimes this host can run, ONNX Runtime first and always; says what is skipped."""
     known = {r.key: r for r in runtimes()}
@@ -355,25 +391,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     for key, entry in entries.items():
         print(json.dumps({key: {k: entry[k] for k in ("calibration", "threshold")}}))
     print(table(entries))
-    calibrated_by = {
-        "command": "ranker calibrate",
-        "lists": args.lists.name,
-        "sha256": lists_digest(args.lists),
-        "list_count": len(every),
-        "sampled_lists": len(lists),
-        "fitted_on_lists": len(fit),
-        "held_out_lists": len(held),
-        "holdout": args.holdout,
-        "method": args.method,
-        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "base": bundle.model_id,
-        "runtimes": list(entries),
-        "held_out": {key: entry["held_out"] for key, entry in entries.items() if "held_out" in entry},
-        "seconds": round(time.perf_counter() - started, 1),
-        # Every thread's CPU time: on a shared or busy host, what the wall-clock seconds cannot say.
-        "cpu_seconds": round(time.process_time() - cpu_started, 1),
-        "machine": machine(),
-    }
+    calibrated_by = calibrated_by_record(
+        "ranker calibrate", args, bundle, list_count=len(every), parts=(fit, held), entries=entries,
+        clock=(started, cpu_started),
+    )  # fmt: skip
     out = write_bundle(bundle.directory, args.out, entries, calibrated_by, args)
     print(
         f"wrote {out} in {calibrated_by['seconds']} s ({calibrated_by['cpu_seconds']} s of CPU); "
