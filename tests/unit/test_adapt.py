@@ -136,3 +136,25 @@ def test_lists_files_are_read_with_their_digest_and_the_same_file_twice_is_refus
     assert len(sources[0].sha256) == 64
     with pytest.raises(DataError, match="given twice"):
         team_lists([path, path])
+
+
+def test_training_and_its_step_probe_sample_the_same_number_of_candidates(tmp_path: Path) -> None:
+    # The probe times steps on the flags training gets, so a cheaper list is planned for, not guessed.
+    from dialogue_ranker.adapt.args import TRAIN_CANDIDATES, build_parser
+    from dialogue_ranker.adapt.train_phase import base_flags
+
+    base = {
+        "path": str(tmp_path / "base"),
+        "head": "cosine",
+        "encoding": {"max_prefix_tokens": 256, "max_candidate_tokens": 64},
+        "views": {"last_turn_weight": 0.5},
+    }
+    common = ["--lists", "a.jsonl", "--out", str(tmp_path / "out")]
+    default = build_parser(None).parse_args(common)
+    flags = base_flags(default, base)
+    assert flags[flags.index("--train-candidates") + 1] == str(TRAIN_CANDIDATES)
+    chosen = build_parser(None).parse_args([*common, "--train-candidates", "10"])
+    flags = base_flags(chosen, base)
+    assert flags[flags.index("--train-candidates") + 1] == "10"
+    with pytest.raises(SystemExit):
+        build_parser(None).parse_args([*common, "--train-candidates", "1"])

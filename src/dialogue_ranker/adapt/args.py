@@ -9,6 +9,7 @@ from dialogue_ranker.adapt.guard import GUARDS, parse_replay
 from dialogue_ranker.adapt.regression import DEFAULT_SUITE, REPO
 from dialogue_ranker.serving.settings import DEFAULT_MODEL_DIR
 from dialogue_ranker.training.backbone import PRECISIONS
+from dialogue_ranker.training.train_args import list_size
 
 #: The phases, in order (``--stop-after`` names one).
 PHASES = ("prepare", "train", "export", "calibrate", "evaluate", "report")
@@ -17,6 +18,10 @@ PHASES = ("prepare", "train", "export", "calibrate", "evaluate", "report")
 VARIANTS = "int8_blockwise_asymmetric"
 #: Exit status of a run ended by ``--stop-after`` (EX_TEMPFAIL: try again, with ``--resume``).
 STOPPED_STATUS = 75
+#: Candidates per training list: the right ones, then negatives drawn afresh each step (dev and test
+#: lists stay whole). On 10-candidate persona lists, bf16, 2 cores, five take 2.0 s a step against
+#: 3.7 s for all ten, so a budget holds 1.8 times the steps (docs/research/2026-11-28-adapt-five-candidates.md).
+TRAIN_CANDIDATES = 5
 
 
 def build_parser(description: str | None) -> argparse.ArgumentParser:
@@ -74,6 +79,13 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         default="auto",
         help="training's forward pass (ranker train --precision): auto is bf16 where the CPU or GPU has "
         "native bf16 units (AVX-512 BF16, AMX); weights stay fp32",
+    )
+    p.add_argument(
+        "--train-candidates",
+        type=list_size,
+        default=TRAIN_CANDIDATES,
+        help="at most N candidates per training list (ranker train --train-candidates): fewer make a "
+        "step cheaper, so the budget holds more of them",
     )
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--name", default=None, help="the bundle's name (default: the base's, with -adapted)")

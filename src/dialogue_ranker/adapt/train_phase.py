@@ -67,6 +67,7 @@ def base_flags(args: argparse.Namespace, base: dict[str, Any]) -> list[str]:
         "--lr", f"{LEARNING_RATE:g}",
         "--batch-lists", str(BATCH_LISTS),
         "--precision", args.precision,
+        "--train-candidates", str(args.train_candidates),
         "--head", base["head"],
         "--max-prefix-tokens", str(base["encoding"]["max_prefix_tokens"]),
         "--max-candidate-tokens", str(base["encoding"]["max_candidate_tokens"]),
