@@ -20,7 +20,8 @@ VARIANTS = "int8_blockwise_asymmetric"
 STOPPED_STATUS = 75
 #: Candidates per training list: the right ones, then negatives drawn afresh each step (dev and test
 #: lists stay whole). On 10-candidate persona lists, bf16, 2 cores, five take 2.0 s a step against
-#: 3.7 s for all ten, so a budget holds 1.8 times the steps (docs/research/2026-11-28-adapt-five-candidates.md).
+#: 3.7 s for all ten, so a budget holds 1.7 times the steps (345 against 199 in 30 minutes:
+#: docs/research/2026-11-28-adapt-five-candidates.md).
 TRAIN_CANDIDATES = 5
 
 
