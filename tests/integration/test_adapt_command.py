@@ -117,7 +117,7 @@ def test_the_step_probe_times_a_few_real_training_steps_and_leaves_nothing_behin
     from dialogue_ranker.adapt.train_phase import base_flags
     from dialogue_ranker.serving.settings import DEFAULT_MODEL_DIR
 
-    args = __import__("argparse").Namespace(seed=13, precision="fp32", threads=2)
+    args = __import__("argparse").Namespace(seed=13, precision="fp32", threads=2, train_candidates=5)
     flags = base_flags(args, base_facts(DEFAULT_MODEL_DIR))
     probe = seconds_per_step(flags, persona_lists, tmp_path / "probe", taught_share=0.25)
     measured = probe["measured_seconds_per_step"]
