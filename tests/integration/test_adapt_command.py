@@ -112,12 +112,16 @@ def test_adapt_resumes_after_a_kill_and_writes_a_bundle_and_a_report(
 def test_the_step_probe_times_a_few_real_training_steps_and_leaves_nothing_behind(
     persona_lists: Path, tmp_path: Path
 ) -> None:
+    from dialogue_ranker.adapt.args import build_parser
     from dialogue_ranker.adapt.prepare import base_facts
     from dialogue_ranker.adapt.step_probe import PROBE_STEPS, TEACHER_EXTRA, seconds_per_step
     from dialogue_ranker.adapt.train_phase import base_flags
     from dialogue_ranker.serving.settings import DEFAULT_MODEL_DIR
 
-    args = __import__("argparse").Namespace(seed=13, precision="fp32", threads=2, train_candidates=5)
+    # adapt's own parser, so the probe gets every flag training gets, defaults included
+    args = build_parser(None).parse_args(
+        ["--lists", str(persona_lists), "--out", str(tmp_path / "out"), "--precision", "fp32"]
+    )
     flags = base_flags(args, base_facts(DEFAULT_MODEL_DIR))
     probe = seconds_per_step(flags, persona_lists, tmp_path / "probe", taught_share=0.25)
     measured = probe["measured_seconds_per_step"]
