@@ -457,6 +457,53 @@ def test_train_candidates_keeps_the_appropriate_ones_and_samples_the_rest():
     assert sample_candidates(lists, 10, rng) is lists
 
 
+def test_train_candidates_on_cuts_the_named_files_lists_and_keeps_the_others_whole(tmp_path):
+    """A fine-tune cuts its new lists for speed; the replay stays whole, as the regression suite scores it."""
+    pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    from dialogue_ranker.data.ranking_data import Candidate, RankingList
+    from dialogue_ranker.training.list_loss import cut_batch
+    from dialogue_ranker.training.train import parse_args
+
+    def ranking_list(path: Path) -> RankingList:
+        candidates = tuple(Candidate(f"c{i}", 2 if i == 0 else 0) for i in range(10))
+        return RankingList(
+            context=(Turn("user", "hi"),), candidates=candidates, group="g", origin=f"{path}:1"
+        )
+
+    team, replay = tmp_path / "team.jsonl", tmp_path / "replay.jsonl"
+    batch = [ranking_list(team), ranking_list(replay)]
+    common = ["--data", str(team), "--data", str(replay), "--out", "o", "--train-candidates", "3"]
+    sizes = [
+        len(x.candidates)
+        for x in cut_batch(batch, parse_args([*common, "--train-candidates-on", "team"]), random.Random(0))
+    ]
+    assert sizes == [3, 10]
+    assert [len(x.candidates) for x in cut_batch(batch, parse_args(common), random.Random(0))] == [3, 3]
+
+
+def test_train_candidates_on_a_file_not_given_is_refused_by_name(tmp_path):
+    pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    from dialogue_ranker.training.train import main
+
+    data = tmp_path / "team.jsonl"
+    data.write_text("")
+    with pytest.raises(DataError, match="--train-candidates-on replay: no --data file has that name"):
+        main(
+            [
+                "--data",
+                str(data),
+                "--out",
+                str(tmp_path / "o"),
+                "--train-candidates",
+                "3",
+                "--train-candidates-on",
+                "replay",
+            ]
+        )
+    with pytest.raises(DataError, match="give --train-candidates"):
+        main(["--data", str(data), "--out", str(tmp_path / "o"), "--train-candidates-on", "team"])
+
+
 @pytest.mark.parametrize("value", ["-3", "0", "1", "two"])
 def test_train_candidates_below_two_is_refused_by_name(value, capsys):
     pytest.importorskip("torch", reason="training extras (torch) are not installed")

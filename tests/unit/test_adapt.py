@@ -158,3 +158,23 @@ def test_training_and_its_step_probe_sample_the_same_number_of_candidates(tmp_pa
     assert flags[flags.index("--train-candidates") + 1] == "10"
     with pytest.raises(SystemExit):
         build_parser(None).parse_args([*common, "--train-candidates", "1"])
+
+
+def test_adapt_cuts_the_teams_lists_alone_at_its_learning_rate(tmp_path: Path) -> None:
+    # The replay stays whole, as the regression suite scores it; --lr reaches ranker train.
+    from dialogue_ranker.adapt.args import LEARNING_RATE, build_parser
+    from dialogue_ranker.adapt.layout import Layout
+    from dialogue_ranker.adapt.train_phase import base_flags
+
+    base = {
+        "path": str(tmp_path / "base"),
+        "head": "cosine",
+        "encoding": {"max_prefix_tokens": 256, "max_candidate_tokens": 64},
+        "views": {"last_turn_weight": 0.5},
+    }
+    common = ["--lists", "a.jsonl", "--out", str(tmp_path / "out")]
+    flags = base_flags(build_parser(None).parse_args(common), base)
+    assert flags[flags.index("--train-candidates-on") + 1] == Layout(tmp_path).team.stem
+    assert float(flags[flags.index("--lr") + 1]) == LEARNING_RATE
+    flags = base_flags(build_parser(None).parse_args([*common, "--lr", "5e-5"]), base)
+    assert float(flags[flags.index("--lr") + 1]) == 5e-5

@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+#: The team's file's stem: ``ranker train``'s name for it (``--train-candidates-on``).
+TEAM_NAME = "team"
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -25,7 +28,7 @@ class Layout:
     @property
     def team(self) -> Path:
         """Every team list, one file (``ranker train`` splits it by the same group hash)."""
-        return self.data / "team.jsonl"
+        return self.data / f"{TEAM_NAME}.jsonl"
 
     @property
     def team_dev(self) -> Path:

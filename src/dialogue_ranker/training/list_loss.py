@@ -111,12 +111,33 @@ def label_loss(logits: torch.Tensor, batch: list[RankingList], args) -> torch.Te
     return listnet + args.pointwise_weight * bce
 
 
+def list_file(x: RankingList) -> str:
+    """The ``--data`` file a training list was read from (its origin is ``FILE:LINE``)."""
+    return x.origin.rpartition(":")[0]
+
+
+def cut_files(args) -> set[str] | None:
+    """The files whose lists ``--train-candidates`` cuts: ``--train-candidates-on``'s, or every one (None)."""
+    names = getattr(args, "train_candidates_on", None)
+    return {str(s.path) for s in args.data if s.name in names} if names else None
+
+
+def cut_batch(batch: list[RankingList], args, rng) -> list[RankingList]:
+    """``--train-candidates``: each list of a cut file with at most that many candidates, drawn afresh."""
+    if not args.train_candidates:
+        return batch
+    cut = cut_files(args)
+    return [
+        sample_candidates(x, args.train_candidates, rng) if cut is None or list_file(x) in cut else x
+        for x in batch
+    ]
+
+
 def loss_of(
     model, encoder: ListEncoder, batch: list[RankingList], args, rng, teachers: Ensemble | None = None
 ) -> torch.Tensor:
     """The label loss on the served logits; with ``teachers``, mixed with distillation on every view."""
-    if args.train_candidates:
-        batch = [sample_candidates(x, args.train_candidates, rng) for x in batch]
+    batch = cut_batch(batch, args, rng)
     # Teachers are matched on the last-turn view too, whether or not the labels are.
     views = ViewLogits(encoder, batch, args, rng, last_turn=args.last_turn_weight > 0 or teachers is not None)
     logits = views.batch.logits(model)
@@ -128,7 +149,7 @@ def loss_of(
     taught_lists, taught = None, None
     if args.distill_on:
         files = {str(s.path) for s in args.data if s.name in args.distill_on}
-        taught_lists = [x.origin.rpartition(":")[0] in files for x in batch]
+        taught_lists = [list_file(x) in files for x in batch]
         taught = views.per_row(taught_lists).to(logits.device)
     distilled = distillation_loss(logits, target, present, taught)
     if getattr(args, "distill_replaces_labels", False) and taught_lists is not None:

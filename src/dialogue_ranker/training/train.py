@@ -111,6 +111,17 @@ def load_start(
     return encoder, model
 
 
+def check_cut_files(args: argparse.Namespace) -> None:
+    """``--train-candidates-on`` names ``--data`` files and needs ``--train-candidates``."""
+    if args.train_candidates_on and not args.train_candidates:
+        raise DataError(
+            "--train-candidates-on chooses which lists --train-candidates cuts: give --train-candidates"
+        )
+    unknown = sorted(set(args.train_candidates_on) - {s.name for s in args.data})
+    if unknown:
+        raise DataError(f"--train-candidates-on {unknown[0]}: no --data file has that name")
+
+
 def load_teachers(args: argparse.Namespace, *, pair: bool) -> Ensemble | None:
     """``--teacher``'s runs as one output ensemble (None without ``--teacher``)."""
     unknown = sorted(set(args.distill_on) - {s.name for s in args.data})
@@ -199,6 +210,7 @@ def main(argv: list[str] | None = None) -> dict:
         start = Path(args.init_bundle)
     else:
         start = Path(args.init) / "ranker" if init else Path(args.backbone or backbone_dir())
+    check_cut_files(args)
     train, dev = load_splits(args)
     precision = training_precision(args.precision)
     print(f"training precision: {precision}", flush=True)

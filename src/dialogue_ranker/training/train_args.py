@@ -104,6 +104,15 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "afresh each step (dev lists stay whole; default: every candidate)",
     )
     p.add_argument(
+        "--train-candidates-on",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --train-candidates: cut the lists of these --data files only (their names; repeatable; "
+        "default: every file). A fine-tune cuts its new lists for speed and keeps its replay whole, as "
+        "the regression suite scores it",
+    )
+    p.add_argument(
         "--layout",
         choices=LAYOUTS,
         default="shared-prefix",
