@@ -500,8 +500,23 @@ def test_train_candidates_on_a_file_not_given_is_refused_by_name(tmp_path):
                 "replay",
             ]
         )
+    with pytest.raises(DataError, match="--select-on replay: no --data file has that name"):
+        main(["--data", str(data), "--out", str(tmp_path / "o"), "--select-on", "replay"])
     with pytest.raises(DataError, match="give --train-candidates"):
         main(["--data", str(data), "--out", str(tmp_path / "o"), "--train-candidates-on", "team"])
+
+
+def test_select_on_chooses_epochs_by_the_named_files_dev_score(monkeypatch):
+    pytest.importorskip("torch", reason="training extras (torch) are not installed")
+    from dialogue_ranker.training import train_loop
+
+    reports = {"team": {"ndcg_at_3": 0.5}, "replay": {"ndcg_at_3": 0.9}}
+    monkeypatch.setattr(train_loop, "dev_logits", lambda model, encoder, dev: {})
+    monkeypatch.setattr(train_loop, "dev_report", lambda dev, logits: reports)
+    every = train_loop.dev_entry(None, None, {}, epoch=1, step=10)
+    team = train_loop.dev_entry(None, None, {}, epoch=1, step=10, select_on=["team"])
+    assert every["mean_ndcg_at_3"] == pytest.approx(0.7) and team["mean_ndcg_at_3"] == pytest.approx(0.5)
+    assert team["dev"] == reports  # every file is still reported
 
 
 @pytest.mark.parametrize("value", ["-3", "0", "1", "two"])

@@ -178,3 +178,29 @@ def test_adapt_cuts_the_teams_lists_alone_at_its_learning_rate(tmp_path: Path) -
     assert float(flags[flags.index("--lr") + 1]) == LEARNING_RATE
     flags = base_flags(build_parser(None).parse_args([*common, "--lr", "5e-5"]), base)
     assert float(flags[flags.index("--lr") + 1]) == 5e-5
+
+
+def test_adapt_chooses_the_best_epoch_by_the_teams_dev_lists_unless_told_otherwise(tmp_path: Path) -> None:
+    from dialogue_ranker.adapt.args import build_parser
+    from dialogue_ranker.adapt.layout import Layout
+    from dialogue_ranker.adapt.report import chosen_by
+    from dialogue_ranker.adapt.train_phase import train_argv
+
+    prepared = {
+        "base": {
+            "path": str(tmp_path / "base"),
+            "head": "cosine",
+            "encoding": {"max_prefix_tokens": 256, "max_candidate_tokens": 64},
+            "views": {"last_turn_weight": 0.5},
+        },
+        "plan": {"steps": 100, "rounds": 5, "dev_lists": 50},
+        "replay": [],
+        "split": {"counts": {"train": {"lists": 800}}},
+    }
+    common = ["--lists", "a.jsonl", "--out", str(tmp_path / "out")]
+    layout = Layout(tmp_path / "out")
+    argv = train_argv(build_parser(None).parse_args(common), layout, prepared)
+    assert argv[argv.index("--select-on") + 1] == layout.team.stem
+    assert "team's dev" in chosen_by({"train_argv": argv})
+    argv = train_argv(build_parser(None).parse_args([*common, "--select-on", "all"]), layout, prepared)
+    assert "--select-on" not in argv and "replay" in chosen_by({"train_argv": argv})

@@ -92,6 +92,12 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "step cheaper, so the budget holds more of them",
     )
     p.add_argument(
+        "--select-on",
+        choices=("team", "all"),
+        default="team",
+        help="which dev lists choose the best epoch: yours alone, or yours and the replay's (mean nDCG@3)",
+    )
+    p.add_argument(
         "--lr", type=float, default=LEARNING_RATE, help="the learning rate (ranker train --lr; linear decay)"
     )
     p.add_argument("--seed", type=int, default=13)

@@ -97,6 +97,14 @@ def guard_text(guard: dict[str, Any], verdict: dict[str, Any]) -> str:
     )
 
 
+def chosen_by(state: dict[str, Any]) -> str:
+    """How the run chose its best epoch (``--select-on``), from its recorded command line."""
+    argv = state.get("train_argv") or []
+    if "--select-on" in argv:
+        return ", chosen by the team's dev nDCG@3"
+    return ", chosen by the mean dev nDCG@3 of the team's and the replay's lists"
+
+
 def fitted_on(entry: dict[str, Any]) -> str:
     """Whose logits a runtime's map was fitted on: its own, or another runtime's it agreed with."""
     shared = entry.get("shared_with")
@@ -137,6 +145,7 @@ def render(state: dict[str, Any], comparison: dict[str, Any], adapted_by: dict[s
         if probe
         else "Steps set by --max-steps (no step probe)."
     )
+    chosen = chosen_by(state)
     return f"""# ranker adapt: `{adapted}` from `{base}`
 
 {adapted_by["date"]}. The adapted bundle is `{out}/bundle` (`ranker serve --model {out}/bundle`);
@@ -148,7 +157,7 @@ this report compares it with the base on the team's test lists and on what the b
 
 Training: {trained["steps"]} of {trained["planned_steps"]} planned steps ({steps_per_s:.3f} steps/s over
 {trained["train_seconds"]:.0f} s, loading and dev checks included), stopped by {trained["stopped_by"]};
-best epoch {(trained["best_epoch"] or {}).get("epoch", "-")} of {trained["epochs"]} dev checks.
+best epoch {(trained["best_epoch"] or {}).get("epoch", "-")} of {trained["epochs"]} dev checks{chosen}.
 {probed}
 
 ## The team's lists

@@ -1,15 +1,17 @@
 """The training phase: ``ranker train`` from the base bundle on the team's lists and the replay.
 
-The run starts from the base bundle's weights (``--init-bundle``, dequantized) with its head,
-encoding and last-turn view (the bundle's serving settings, so the run learns the logits the
-service will combine); the export takes the prior's view from the same bundle. Its epochs are the
-plan's dev checks (up to :data:`dialogue_ranker.adapt.budget.ROUNDS`): each file's weight is set so
-that an epoch is its share of the planned steps, the team's lists and each replay file in the
-guard's proportion, in whole batches; after each epoch the dev lists are scored and the best epoch
-kept. The run stops after :data:`~dialogue_ranker.adapt.budget.PATIENCE` epochs without a better
-score, at the planned steps, or when its share of the budget is spent (``--max-seconds``, less the
-time its end takes). Checkpoints every fifth of the steps let ``--resume`` continue a killed run
-(the command line is recorded on the first start, so the resumed run is the same run).
+The run starts from the base bundle's weights (``--init-bundle``, dequantized) with its head, encoding
+and last-turn view (the bundle's serving settings, so the run learns the logits the service will
+combine); the export takes the prior's view from the same bundle. Its epochs are the plan's dev
+checks (up to :data:`dialogue_ranker.adapt.budget.ROUNDS`): each file's weight is set so that an
+epoch is its share of the planned steps, the team's lists and each replay file in the guard's
+proportion, in whole batches; after each epoch the dev lists are scored and the best epoch kept, by
+the team's dev nDCG@3 alone (``--select-on team``: the replay's dev lists are scored and reported,
+the regression suite judges what was kept of them). The run stops after
+:data:`~dialogue_ranker.adapt.budget.PATIENCE` epochs without a better score, at the planned steps,
+or when its share of the budget is spent (``--max-seconds``, less the time its end takes).
+Checkpoints every fifth of the steps let ``--resume`` continue a killed run (the command line is
+recorded on the first start, so the resumed run is the same run).
 """
 
 from __future__ import annotations
@@ -91,6 +93,8 @@ def train_argv(args: argparse.Namespace, layout: Layout, prepared: dict[str, Any
         "--dev-lists", str(plan["dev_lists"]),
         "--checkpoint-every", str(max(1, plan["steps"] // CHECKPOINTS)),
     ]  # fmt: skip
+    if args.select_on == "team":
+        argv += ["--select-on", TEAM_NAME]
     if args.limit:
         argv += ["--limit", str(args.limit)]
     return argv + train_flags(args.guard if replay else "none", base["path"], replay)

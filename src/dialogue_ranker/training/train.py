@@ -111,15 +111,19 @@ def load_start(
     return encoder, model
 
 
-def check_cut_files(args: argparse.Namespace) -> None:
-    """``--train-candidates-on`` names ``--data`` files and needs ``--train-candidates``."""
+def check_file_names(args: argparse.Namespace) -> None:
+    """``--train-candidates-on`` and ``--select-on`` name ``--data`` files.
+
+    ``--train-candidates-on`` also needs ``--train-candidates``.
+    """
     if args.train_candidates_on and not args.train_candidates:
         raise DataError(
             "--train-candidates-on chooses which lists --train-candidates cuts: give --train-candidates"
         )
-    unknown = sorted(set(args.train_candidates_on) - {s.name for s in args.data})
-    if unknown:
-        raise DataError(f"--train-candidates-on {unknown[0]}: no --data file has that name")
+    for flag, names in (("--train-candidates-on", args.train_candidates_on), ("--select-on", args.select_on)):
+        unknown = sorted(set(names) - {s.name for s in args.data})
+        if unknown:
+            raise DataError(f"{flag} {unknown[0]}: no --data file has that name")
 
 
 def load_teachers(args: argparse.Namespace, *, pair: bool) -> Ensemble | None:
@@ -210,7 +214,7 @@ def main(argv: list[str] | None = None) -> dict:
         start = Path(args.init_bundle)
     else:
         start = Path(args.init) / "ranker" if init else Path(args.backbone or backbone_dir())
-    check_cut_files(args)
+    check_file_names(args)
     train, dev = load_splits(args)
     precision = training_precision(args.precision)
     print(f"training precision: {precision}", flush=True)

@@ -152,6 +152,15 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "fine-tune kept where the teacher put them, the new ones learnt from their labels",
     )
     p.add_argument(
+        "--select-on",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="choose the best epoch (and judge --patience) by these --data files' mean dev nDCG@3 (their "
+        "names; repeatable; default: every file's). A fine-tune chooses by its own lists and reports "
+        "what it kept of the rest",
+    )
+    p.add_argument(
         "--patience",
         type=int,
         default=None,

@@ -137,7 +137,16 @@ def train_epochs(
             if stop_after is not None and loop.step >= stop_after and loop.step < end:
                 bar.close()
                 raise Stopped(loop.step)
-        loop.history.append(dev_entry(model, encoder, dev, epoch=loop.epoch + 1, step=loop.step))
+        loop.history.append(
+            dev_entry(
+                model,
+                encoder,
+                dev,
+                epoch=loop.epoch + 1,
+                step=loop.step,
+                select_on=getattr(args, "select_on", None),
+            )
+        )
         if loop.history[-1]["mean_ndcg_at_3"] > loop.best_score:
             loop.best_score = loop.history[-1]["mean_ndcg_at_3"]
             loop.best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -195,10 +204,15 @@ def dev_entry(
     *,
     epoch: int,
     step: int,
+    select_on: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The dev metrics after an epoch: per file, and the mean nDCG@3 the best epoch is chosen by."""
+    """The dev metrics after an epoch: per file, and the mean nDCG@3 the best epoch is chosen by.
+
+    ``select_on``: the dev files that mean is taken over (``--select-on``; default every one).
+    """
     report = dev_report(dev, dev_logits(model, encoder, dev))
-    score = float(np.mean([r["ndcg_at_3"] for r in report.values()]))
+    chosen = [r for name, r in report.items() if not select_on or name in select_on]
+    score = float(np.mean([r["ndcg_at_3"] for r in chosen]))
     entry = {"epoch": epoch, "step": step, "dev": report, "mean_ndcg_at_3": score}
     tqdm.write(f"dev after epoch {epoch}: {json.dumps(entry)}")
     return entry
