@@ -57,6 +57,11 @@ EXPORT_GRAPHS = 2
 EXPORT_SCORING_SHARE = 0.5
 #: Calibrating: ONNX Runtime's int8 graph once, OpenVINO f32 and bf16 at about 0.4 of it each.
 CALIBRATE_COST = 1.8
+#: The adapted bundle's graph against the base's int8 one, scoring: fp32 ships where int8 loses
+#: the team's dev P@1 (every persona run so far), and the export's tables timed fp32 at 1.5 to 1.8x
+#: int8's time. Sized at the int8 rate, the fourth and fifth runs' calibration and evaluation
+#: overran their plan by 1.5x and 1.3x (30:57 for a 30-minute budget).
+ADAPTED_GRAPH_COST = 1.6
 #: The default regression suite scored by both bundles, in scored lists (180 s at 0.285 s a list;
 #: Topical-Chat's long lists are most of it); the team's test lists get the rest of the phase.
 SUITE_COST_LISTS = 630.0
@@ -112,7 +117,9 @@ def plan(
     share = {phase: seconds * part for phase, part in SHARES.items()}
     export_fixed = (EXPORT_FIXED_LISTS + EXPORT_FILE_LISTS * files) * per_list
     share["export"] = max(share["export"], export_fixed)
-    share["evaluate"] = max(share["evaluate"], (SUITE_COST_LISTS + 2 * MIN_LISTS) * per_list)
+    both = 1 + ADAPTED_GRAPH_COST  # a list scored by the base and by the adapted bundle
+    suite = SUITE_COST_LISTS * both / 2  # measured with two int8 graphs
+    share["evaluate"] = max(share["evaluate"], (suite + both * MIN_LISTS) * per_list)
     others = sum(s for phase, s in share.items() if phase != "train")
     share["train"] = max(seconds * MIN_TRAIN_SHARE, seconds - others)
     step_s = seconds_per_step or per_list * (STEP_COST_LISTS + (TEACHER_STEP_COST_LISTS if teacher else 0))
@@ -123,7 +130,7 @@ def plan(
     dev_lists = clamp(share["train"] * DEV_SHARE / (rounds * files * DEV_LIST_COST * per_list), 10, 400)
     scoring = (share["export"] - export_fixed) * EXPORT_SCORING_SHARE
     export_dev = scoring / (EXPORT_GRAPHS * files * DEV_LIST_COST * per_list)
-    team_test = (share["evaluate"] - SUITE_COST_LISTS * per_list) / (2 * per_list)
+    team_test = (share["evaluate"] - suite * per_list) / (both * per_list)
     return Plan(
         seconds=share,
         seconds_per_list=per_list,
@@ -131,6 +138,8 @@ def plan(
         rounds=rounds,
         dev_lists=dev_lists,
         export_dev_lists=clamp(export_dev, dev_lists, 400),
-        calibrate_lists=clamp(share["calibrate"] / (CALIBRATE_COST * per_list), MIN_LISTS, MAX_LISTS),
+        calibrate_lists=clamp(
+            share["calibrate"] / (CALIBRATE_COST * ADAPTED_GRAPH_COST * per_list), MIN_LISTS, MAX_LISTS
+        ),
         test_lists=clamp(team_test, MIN_LISTS, MAX_LISTS),
     )
