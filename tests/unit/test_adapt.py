@@ -138,17 +138,22 @@ def test_lists_files_are_read_with_their_digest_and_the_same_file_twice_is_refus
         team_lists([path, path])
 
 
-def test_training_and_its_step_probe_sample_the_same_number_of_candidates(tmp_path: Path) -> None:
-    # The probe times steps on the flags training gets, so a cheaper list is planned for, not guessed.
-    from dialogue_ranker.adapt.args import TRAIN_CANDIDATES, build_parser
-    from dialogue_ranker.adapt.train_phase import base_flags
-
-    base = {
+def base_facts(tmp_path: Path) -> dict:
+    """What prepare records of a base bundle, as the training flags read it."""
+    return {
         "path": str(tmp_path / "base"),
         "head": "cosine",
         "encoding": {"max_prefix_tokens": 256, "max_candidate_tokens": 64},
         "views": {"last_turn_weight": 0.5},
     }
+
+
+def test_training_and_its_step_probe_sample_the_same_number_of_candidates(tmp_path: Path) -> None:
+    # The probe times steps on the flags training gets, so a cheaper list is planned for, not guessed.
+    from dialogue_ranker.adapt.args import TRAIN_CANDIDATES, build_parser
+    from dialogue_ranker.adapt.train_phase import base_flags
+
+    base = base_facts(tmp_path)
     common = ["--lists", "a.jsonl", "--out", str(tmp_path / "out")]
     default = build_parser(None).parse_args(common)
     flags = base_flags(default, base)
@@ -166,12 +171,7 @@ def test_adapt_cuts_the_teams_lists_alone_at_its_learning_rate(tmp_path: Path) -
     from dialogue_ranker.adapt.layout import Layout
     from dialogue_ranker.adapt.train_phase import base_flags
 
-    base = {
-        "path": str(tmp_path / "base"),
-        "head": "cosine",
-        "encoding": {"max_prefix_tokens": 256, "max_candidate_tokens": 64},
-        "views": {"last_turn_weight": 0.5},
-    }
+    base = base_facts(tmp_path)
     common = ["--lists", "a.jsonl", "--out", str(tmp_path / "out")]
     flags = base_flags(build_parser(None).parse_args(common), base)
     assert flags[flags.index("--train-candidates-on") + 1] == Layout(tmp_path).team.stem
@@ -187,12 +187,7 @@ def test_adapt_chooses_the_best_epoch_by_the_teams_dev_lists_unless_told_otherwi
     from dialogue_ranker.adapt.train_phase import train_argv
 
     prepared = {
-        "base": {
-            "path": str(tmp_path / "base"),
-            "head": "cosine",
-            "encoding": {"max_prefix_tokens": 256, "max_candidate_tokens": 64},
-            "views": {"last_turn_weight": 0.5},
-        },
+        "base": base_facts(tmp_path),
         "plan": {"steps": 100, "rounds": 5, "dev_lists": 50},
         "replay": [],
         "split": {"counts": {"train": {"lists": 800}}},
