@@ -148,6 +148,16 @@ def base_facts(tmp_path: Path) -> dict:
     }
 
 
+def prepared_facts(tmp_path: Path) -> dict:
+    """What the prepare phase records, as the training phase's command line reads it."""
+    return {
+        "base": base_facts(tmp_path),
+        "plan": {"steps": 100, "rounds": 5, "dev_lists": 50},
+        "replay": [],
+        "split": {"counts": {"train": {"lists": 800}}},
+    }
+
+
 def test_training_and_its_step_probe_sample_the_same_number_of_candidates(tmp_path: Path) -> None:
     # The probe times steps on the flags training gets, so a cheaper list is planned for, not guessed.
     from dialogue_ranker.adapt.args import TRAIN_CANDIDATES, build_parser
@@ -166,17 +176,18 @@ def test_training_and_its_step_probe_sample_the_same_number_of_candidates(tmp_pa
 
 
 def test_adapt_cuts_the_teams_lists_alone_at_its_learning_rate(tmp_path: Path) -> None:
-    # The replay stays whole, as the regression suite scores it; --lr reaches ranker train.
+    # The replay stays whole, as the regression suite scores it; --lr reaches ranker train and the probe.
     from dialogue_ranker.adapt.args import LEARNING_RATE, build_parser
     from dialogue_ranker.adapt.layout import Layout
-    from dialogue_ranker.adapt.train_phase import base_flags
+    from dialogue_ranker.adapt.train_phase import base_flags, train_argv
 
-    base = base_facts(tmp_path)
+    prepared = prepared_facts(tmp_path)
     common = ["--lists", "a.jsonl", "--out", str(tmp_path / "out")]
-    flags = base_flags(build_parser(None).parse_args(common), base)
-    assert flags[flags.index("--train-candidates-on") + 1] == Layout(tmp_path).team.stem
-    assert float(flags[flags.index("--lr") + 1]) == LEARNING_RATE
-    flags = base_flags(build_parser(None).parse_args([*common, "--lr", "5e-5"]), base)
+    layout = Layout(tmp_path / "out")
+    argv = train_argv(build_parser(None).parse_args(common), layout, prepared)
+    assert argv[argv.index("--train-candidates-on") + 1] == layout.team.stem
+    assert float(argv[argv.index("--lr") + 1]) == LEARNING_RATE
+    flags = base_flags(build_parser(None).parse_args([*common, "--lr", "5e-5"]), prepared["base"])
     assert float(flags[flags.index("--lr") + 1]) == 5e-5
 
 
@@ -186,12 +197,7 @@ def test_adapt_chooses_the_best_epoch_by_the_teams_dev_lists_unless_told_otherwi
     from dialogue_ranker.adapt.report import chosen_by
     from dialogue_ranker.adapt.train_phase import train_argv
 
-    prepared = {
-        "base": base_facts(tmp_path),
-        "plan": {"steps": 100, "rounds": 5, "dev_lists": 50},
-        "replay": [],
-        "split": {"counts": {"train": {"lists": 800}}},
-    }
+    prepared = prepared_facts(tmp_path)
     common = ["--lists", "a.jsonl", "--out", str(tmp_path / "out")]
     layout = Layout(tmp_path / "out")
     argv = train_argv(build_parser(None).parse_args(common), layout, prepared)

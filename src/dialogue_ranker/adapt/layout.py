@@ -10,9 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-#: The team's file's stem: ``ranker train``'s name for it (``--train-candidates-on``).
-TEAM_NAME = "team"
-
 
 @dataclass(frozen=True)
 class Layout:
@@ -28,7 +25,7 @@ class Layout:
     @property
     def team(self) -> Path:
         """Every team list, one file (``ranker train`` splits it by the same group hash)."""
-        return self.data / f"{TEAM_NAME}.jsonl"
+        return self.data / "team.jsonl"
 
     @property
     def team_dev(self) -> Path:

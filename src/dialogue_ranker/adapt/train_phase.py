@@ -24,7 +24,7 @@ from typing import Any
 
 from dialogue_ranker.adapt import budget
 from dialogue_ranker.adapt.guard import Replay, train_flags
-from dialogue_ranker.adapt.layout import TEAM_NAME, Layout
+from dialogue_ranker.adapt.layout import Layout
 from dialogue_ranker.adapt.state import State
 from dialogue_ranker.training import checkpoint, train
 
@@ -67,8 +67,6 @@ def base_flags(args: argparse.Namespace, base: dict[str, Any]) -> list[str]:
         "--batch-lists", str(BATCH_LISTS),
         "--precision", args.precision,
         "--train-candidates", str(args.train_candidates),
-        # The team's lists only: the replay stays whole, as the regression suite scores it.
-        "--train-candidates-on", TEAM_NAME,
         "--head", base["head"],
         "--max-prefix-tokens", str(base["encoding"]["max_prefix_tokens"]),
         "--max-candidate-tokens", str(base["encoding"]["max_candidate_tokens"]),
@@ -83,6 +81,8 @@ def train_argv(args: argparse.Namespace, layout: Layout, prepared: dict[str, Any
     team_weight, replay_weights = weights(prepared, args.limit)
     replay = [Replay(r["name"], Path(r["path"]), r["weight"], r["license"]) for r in prepared["replay"]]
     argv = [*base_flags(args, base), "--data", f"{layout.team}:{team_weight:.6g}"]
+    # The team's lists are cut; the replay stays whole, as the regression suite scores it.
+    argv += ["--train-candidates-on", layout.team.stem]
     for r, w in zip(replay, replay_weights, strict=True):
         argv += ["--data", f"{r.path}:{w:.6g}"]
     argv += [
@@ -94,7 +94,7 @@ def train_argv(args: argparse.Namespace, layout: Layout, prepared: dict[str, Any
         "--checkpoint-every", str(max(1, plan["steps"] // CHECKPOINTS)),
     ]  # fmt: skip
     if args.select_on == "team":
-        argv += ["--select-on", TEAM_NAME]
+        argv += ["--select-on", layout.team.stem]
     if args.limit:
         argv += ["--limit", str(args.limit)]
     return argv + train_flags(args.guard if replay else "none", base["path"], replay)
