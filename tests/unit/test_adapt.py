@@ -148,14 +148,21 @@ def base_facts(tmp_path: Path) -> dict:
     }
 
 
-def prepared_facts(tmp_path: Path) -> dict:
-    """What the prepare phase records, as the training phase's command line reads it."""
-    return {
+def adapt_train_argv(tmp_path: Path, *flags: str) -> tuple[list[str], Path]:
+    """``ranker train``'s command line for ``ranker adapt`` with ``flags``, and the team's file."""
+    from dialogue_ranker.adapt.args import build_parser
+    from dialogue_ranker.adapt.layout import Layout
+    from dialogue_ranker.adapt.train_phase import train_argv
+
+    prepared = {  # what the prepare phase records, as the training phase reads it
         "base": base_facts(tmp_path),
         "plan": {"steps": 100, "rounds": 5, "dev_lists": 50},
         "replay": [],
         "split": {"counts": {"train": {"lists": 800}}},
     }
+    layout = Layout(tmp_path / "out")
+    args = build_parser(None).parse_args(["--lists", "a.jsonl", "--out", str(layout.out), *flags])
+    return train_argv(args, layout, prepared), layout.team
 
 
 def test_training_and_its_step_probe_sample_the_same_number_of_candidates(tmp_path: Path) -> None:
@@ -176,32 +183,21 @@ def test_training_and_its_step_probe_sample_the_same_number_of_candidates(tmp_pa
 
 
 def test_adapt_cuts_the_teams_lists_alone_at_its_learning_rate(tmp_path: Path) -> None:
-    # The replay stays whole, as the regression suite scores it; --lr reaches ranker train and the probe.
-    from dialogue_ranker.adapt.args import LEARNING_RATE, build_parser
-    from dialogue_ranker.adapt.layout import Layout
-    from dialogue_ranker.adapt.train_phase import base_flags, train_argv
+    # The replay stays whole, as the regression suite scores it; --lr reaches ranker train.
+    from dialogue_ranker.adapt.args import LEARNING_RATE
 
-    prepared = prepared_facts(tmp_path)
-    common = ["--lists", "a.jsonl", "--out", str(tmp_path / "out")]
-    layout = Layout(tmp_path / "out")
-    argv = train_argv(build_parser(None).parse_args(common), layout, prepared)
-    assert argv[argv.index("--train-candidates-on") + 1] == layout.team.stem
+    argv, team = adapt_train_argv(tmp_path)
+    assert argv[argv.index("--train-candidates-on") + 1] == team.stem
     assert float(argv[argv.index("--lr") + 1]) == LEARNING_RATE
-    flags = base_flags(build_parser(None).parse_args([*common, "--lr", "5e-5"]), prepared["base"])
-    assert float(flags[flags.index("--lr") + 1]) == 5e-5
+    argv, _ = adapt_train_argv(tmp_path, "--lr", "2e-5")  # not the default, so the flag is what moved it
+    assert float(argv[argv.index("--lr") + 1]) == 2e-5
 
 
 def test_adapt_chooses_the_best_epoch_by_the_teams_dev_lists_unless_told_otherwise(tmp_path: Path) -> None:
-    from dialogue_ranker.adapt.args import build_parser
-    from dialogue_ranker.adapt.layout import Layout
     from dialogue_ranker.adapt.report import chosen_by
-    from dialogue_ranker.adapt.train_phase import train_argv
 
-    prepared = prepared_facts(tmp_path)
-    common = ["--lists", "a.jsonl", "--out", str(tmp_path / "out")]
-    layout = Layout(tmp_path / "out")
-    argv = train_argv(build_parser(None).parse_args(common), layout, prepared)
-    assert argv[argv.index("--select-on") + 1] == layout.team.stem
+    argv, team = adapt_train_argv(tmp_path)
+    assert argv[argv.index("--select-on") + 1] == team.stem
     assert "team's dev" in chosen_by({"train_argv": argv})
-    argv = train_argv(build_parser(None).parse_args([*common, "--select-on", "all"]), layout, prepared)
+    argv, _ = adapt_train_argv(tmp_path, "--select-on", "all")
     assert "--select-on" not in argv and "replay" in chosen_by({"train_argv": argv})

@@ -116,10 +116,15 @@ def list_file(x: RankingList) -> str:
     return x.origin.rpartition(":")[0]
 
 
+def data_files(args, names: list[str]) -> set[str]:
+    """The paths of the ``--data`` files with these names (as :func:`list_file` reads a list's)."""
+    return {str(s.path) for s in args.data if s.name in names}
+
+
 def cut_files(args) -> set[str] | None:
     """The files whose lists ``--train-candidates`` cuts: ``--train-candidates-on``'s, or every one (None)."""
     names = getattr(args, "train_candidates_on", None)
-    return {str(s.path) for s in args.data if s.name in names} if names else None
+    return data_files(args, names) if names else None
 
 
 def cut_batch(batch: list[RankingList], args, rng) -> list[RankingList]:
@@ -148,7 +153,7 @@ def loss_of(
     present = views.batch.present().to(logits.device)
     taught_lists, taught = None, None
     if args.distill_on:
-        files = {str(s.path) for s in args.data if s.name in args.distill_on}
+        files = data_files(args, args.distill_on)
         taught_lists = [list_file(x) in files for x in batch]
         taught = views.per_row(taught_lists).to(logits.device)
     distilled = distillation_loss(logits, target, present, taught)

@@ -112,27 +112,32 @@ def load_start(
 
 
 def check_file_names(args: argparse.Namespace) -> None:
-    """``--train-candidates-on`` and ``--select-on`` name ``--data`` files.
+    """``--train-candidates-on``, ``--select-on`` and ``--distill-on`` name ``--data`` files.
 
-    ``--train-candidates-on`` also needs ``--train-candidates``.
+    ``--train-candidates-on`` also needs ``--train-candidates``, and ``--distill-on`` a ``--teacher``.
     """
     if args.train_candidates_on and not args.train_candidates:
         raise DataError(
             "--train-candidates-on chooses which lists --train-candidates cuts: give --train-candidates"
         )
-    for flag, names in (("--train-candidates-on", args.train_candidates_on), ("--select-on", args.select_on)):
+    if args.distill_on and not args.teacher:
+        raise DataError("--distill-on chooses where --teacher distils: give a --teacher")
+    named = (
+        ("--train-candidates-on", args.train_candidates_on),
+        ("--select-on", args.select_on),
+        ("--distill-on", args.distill_on),
+    )
+    for flag, names in named:
         unknown = sorted(set(names) - {s.name for s in args.data})
         if unknown:
             raise DataError(f"{flag} {unknown[0]}: no --data file has that name")
 
 
 def load_teachers(args: argparse.Namespace, *, pair: bool) -> Ensemble | None:
-    """``--teacher``'s runs as one output ensemble (None without ``--teacher``)."""
-    unknown = sorted(set(args.distill_on) - {s.name for s in args.data})
-    if args.distill_on and not args.teacher:
-        raise DataError("--distill-on chooses where --teacher distils: give a --teacher")
-    if unknown:
-        raise DataError(f"--distill-on {unknown[0]}: no --data file has that name")
+    """``--teacher``'s runs as one output ensemble (None without ``--teacher``).
+
+    ``--distill-on``'s names were checked before the lists were read (:func:`check_file_names`).
+    """
     if args.distill_replaces_labels and not args.distill_on:
         raise DataError("--distill-replaces-labels needs --distill-on: the lists the teachers teach alone")
     if not args.teacher:
