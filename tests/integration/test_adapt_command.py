@@ -109,24 +109,34 @@ def test_adapt_resumes_after_a_kill_and_writes_a_bundle_and_a_report(
     assert layout.report_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_the_step_probe_times_a_few_real_training_steps_and_leaves_nothing_behind(
-    persona_lists: Path, tmp_path: Path
+def test_the_step_probes_time_real_steps_of_the_team_and_the_replay_and_leave_nothing_behind(
+    persona_lists: Path, sugar_lists: Path, tmp_path: Path
 ) -> None:
     from dialogue_ranker.adapt.args import build_parser
+    from dialogue_ranker.adapt.guard import replay_of, train_flags
     from dialogue_ranker.adapt.prepare import base_facts
-    from dialogue_ranker.adapt.step_probe import PROBE_STEPS, TEACHER_EXTRA, seconds_per_step
-    from dialogue_ranker.adapt.train_phase import base_flags
+    from dialogue_ranker.adapt.step_probe import PROBE_STEPS, seconds_per_step
+    from dialogue_ranker.adapt.train_phase import base_flags, team_flags
     from dialogue_ranker.serving.settings import DEFAULT_MODEL_DIR
 
-    # adapt's own parser, so the probe gets every flag training gets, defaults included
+    # adapt's own parser, so the probes get every flag training gets, defaults included
     args = build_parser(None).parse_args(
         ["--lists", str(persona_lists), "--out", str(tmp_path / "out"), "--precision", "fp32"]
     )
-    flags = base_flags(args, base_facts(DEFAULT_MODEL_DIR))
-    probe = seconds_per_step(flags, persona_lists, tmp_path / "probe", taught_share=0.25)
-    measured = probe["measured_seconds_per_step"]
-    assert measured > 0
-    assert probe["seconds_per_step"] == pytest.approx(measured * (1 + TEACHER_EXTRA * 0.25), abs=2e-3)
-    # the probe's wall time holds its loading and every step it took, the first included
-    assert probe["probe_seconds"] > measured * (PROBE_STEPS - 1)
+    base = base_facts(DEFAULT_MODEL_DIR)
+    flags = base_flags(args, base)
+    replay = [replay_of(sugar_lists, 0.25)]
+    probe = seconds_per_step(
+        [*flags, *team_flags(args, persona_lists)],
+        persona_lists,
+        tmp_path / "probe",
+        replay=[(sugar_lists, 0.25)],
+        replay_flags=[*flags, *train_flags("both", base["path"], replay)],
+    )
+    team, whole = probe["measured_seconds_per_step"], probe["replay_seconds_per_step"]
+    assert team > 0 and whole > 0
+    # the run's rate: a replay list per four of the team's
+    assert probe["seconds_per_step"] == pytest.approx((team + 0.25 * whole) / 1.25, abs=2e-3)
+    # the probes' wall time holds their loading and every step they took, the first included
+    assert probe["probe_seconds"] > (team + whole) * (PROBE_STEPS - 1)
     assert not (tmp_path / "probe").exists()

@@ -168,15 +168,16 @@ def adapt_train_argv(tmp_path: Path, *flags: str) -> tuple[list[str], Path]:
 def test_training_and_its_step_probe_sample_the_same_number_of_candidates(tmp_path: Path) -> None:
     # The probe times steps on the flags training gets, so a cheaper list is planned for, not guessed.
     from dialogue_ranker.adapt.args import TRAIN_CANDIDATES, build_parser
-    from dialogue_ranker.adapt.train_phase import base_flags
+    from dialogue_ranker.adapt.train_phase import team_flags
 
-    base = base_facts(tmp_path)
     common = ["--lists", "a.jsonl", "--out", str(tmp_path / "out")]
     default = build_parser(None).parse_args(common)
-    flags = base_flags(default, base)
+    team = tmp_path / "probe-team.jsonl"
+    flags = team_flags(default, team)
     assert flags[flags.index("--train-candidates") + 1] == str(TRAIN_CANDIDATES)
+    assert flags[flags.index("--train-candidates-on") + 1] == "probe-team"  # the probe's own file
     chosen = build_parser(None).parse_args([*common, "--train-candidates", "10"])
-    flags = base_flags(chosen, base)
+    flags = team_flags(chosen, team)
     assert flags[flags.index("--train-candidates") + 1] == "10"
     with pytest.raises(SystemExit):
         build_parser(None).parse_args([*common, "--train-candidates", "1"])

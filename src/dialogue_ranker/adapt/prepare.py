@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from dialogue_ranker.adapt import budget
-from dialogue_ranker.adapt.guard import TEAM, Replay, default_replay, distills
+from dialogue_ranker.adapt.guard import TEAM, Replay, default_replay, distills, train_flags
 from dialogue_ranker.adapt.inputs import team_lists
 from dialogue_ranker.adapt.layout import Layout
 from dialogue_ranker.adapt.regression import lists_files, load_present
 from dialogue_ranker.adapt.split import RULE, split_team
 from dialogue_ranker.adapt.step_probe import seconds_per_step
-from dialogue_ranker.adapt.train_phase import base_flags
+from dialogue_ranker.adapt.train_phase import base_flags, team_flags
 from dialogue_ranker.data.feedback_logs import lists_digest
 from dialogue_ranker.data.ranking_data import RankingList, write_lists
 from dialogue_ranker.evaluation.domains import ListScorer, group_split, held_out
@@ -96,9 +96,14 @@ def prepare(args: argparse.Namespace, layout: Layout, *, seconds_left: float) ->
     teacher = distills(args.guard) and bool(replay)
     step = None
     if args.max_steps is None:  # the steps are planned from a few measured ones
-        taught = sum(r.weight for r in replay) if teacher else 0.0
-        step = seconds_per_step(base_flags(args, base), layout.team, layout.probe,
-                                taught_share=taught / (1 + taught))  # fmt: skip
+        flags = base_flags(args, base)
+        step = seconds_per_step(
+            [*flags, *team_flags(args, layout.team)],
+            layout.team,
+            layout.probe,
+            replay=[(r.path, r.weight) for r in replay],
+            replay_flags=[*flags, *train_flags(args.guard if replay else "none", base["path"], replay)],
+        )
         print(f"step probe: {json.dumps(step)}", flush=True)
     spent = time.perf_counter() - started
     plan = budget.plan(

@@ -138,8 +138,13 @@ def render(state: dict[str, Any], comparison: dict[str, Any], adapted_by: dict[s
     steps_per_s = trained["steps"] / max(trained["train_seconds"], 1e-9)
     probe = prepared.get("step_probe")
     probed = (
-        f"The step probe measured {probe['measured_seconds_per_step']:.2f} s a step of the team's lists "
-        f"({probe['seconds_per_step']:.2f} s planned with the teacher's share; the probe took "
+        f"The step probes measured {probe['measured_seconds_per_step']:.2f} s a step of the team's lists"
+        + (
+            f" and {probe['replay_seconds_per_step']:.2f} s of the replay's"
+            if "replay_seconds_per_step" in probe
+            else ""
+        )
+        + f" ({probe['seconds_per_step']:.2f} s planned at the replay's share; the probes took "
         f"{probe['probe_seconds']:.0f} s); the run's own steps took "
         f"{trained.get('seconds_per_step') or math.nan:.2f} s."
         if probe

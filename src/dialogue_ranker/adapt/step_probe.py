@@ -1,15 +1,20 @@
-"""How long a training step of the team's lists takes on this host, measured by taking a few.
+"""How long a training step of the run's lists takes on this host, measured by taking a few.
 
 The plan's steps used to come from a scoring probe times a fixed ratio, and that ratio moves with
 the precision, the lists' length and whatever else the host is running: on a shared 2-core EPYC it
 planned 49 steps where 155 fitted (issue #59's note). Training a few steps is the measurement that
 does not need a ratio: ``ranker train`` from the base bundle, with the real run's encoding, head,
-views and precision, on a few of the team's train lists, its first step (kernels' set-up) left out
-of the rate (``metrics.json``'s ``seconds_per_step``). The replay lists the guard has the base
-teach cost a teacher's forward pass more (:data:`TEACHER_EXTRA`).
+views and precision, its first step (kernels' set-up) left out of the rate (``metrics.json``'s
+``seconds_per_step``). Two probes, since the run's steps are of two kinds:
 
-The probe's run goes to ``OUT/probe`` and is deleted after; it costs its loading and
-:data:`PROBE_STEPS` steps, about 30 s on 2 cores.
+- the team's lists, cut to ``--train-candidates`` (:data:`PROBE_STEPS` steps);
+- the replay's lists, whole and, where the guard distills, taught by the base (a batch from each
+  replay file, at least :data:`PROBE_STEPS` in all). A replay step timed at the team's rate planned
+  2.82 s a step where the fifth persona run took 3.10 s, and ran out of time 23 steps short
+  (docs/research/2026-11-28-adapt-lr-and-selection.md).
+
+The run's rate is the two weighted by the replay's share of the lists. The probes' runs go to
+``OUT/probe`` and are deleted after; they cost their loading and steps, under a minute on 2 cores.
 """
 
 from __future__ import annotations
@@ -17,28 +22,27 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from dialogue_ranker.training import train
 
-#: Steps the probe takes; the first is left out of the rate.
+#: Steps the team's probe takes; the first is left out of the rate.
 PROBE_STEPS = 4
 #: Lists per step (``ranker adapt`` trains with 8, as the shipped stages do).
 BATCH_LISTS = 8
-#: A taught step's cost over a plain one: the teacher's forward pass against a student's forward and
-#: backward (about three forwards).
-TEACHER_EXTRA = 1 / 3
 
 
-def probe_argv(base_flags: list[str], team: Path, out: Path) -> list[str]:
-    """``ranker train``'s command line for the probe: the run's own flags on a few team lists."""
+def probe_argv(flags: list[str], data: Sequence[Path], batches: int, out: Path) -> list[str]:
+    """``ranker train``'s command line for a probe: the run's flags, ``batches`` batches of each file."""
     return [
-        *base_flags,
-        "--data", f"{team}:1",
-        "--limit", str(BATCH_LISTS * PROBE_STEPS),
-        "--max-steps", str(PROBE_STEPS),
+        *flags,
+        *[arg for path in data for arg in ("--data", f"{path}:1")],
+        "--limit", str(BATCH_LISTS * batches),
+        "--max-steps", str(batches * len(data)),
         "--epochs", "1",
         "--dev-lists", "2",
         "--checkpoint-every", "0",
@@ -46,23 +50,43 @@ def probe_argv(base_flags: list[str], team: Path, out: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def seconds_per_step(
-    base_flags: list[str], team: Path, out: Path, *, taught_share: float
-) -> dict[str, float]:
-    """The measured step's rate, the rate the run will see, and the probe's whole time.
-
-    ``taught_share``: the run's share of steps the base teaches (:data:`TEACHER_EXTRA` more each).
-    """
+def timed(argv: list[str], out: Path) -> float:
+    """Run one probe; its seconds a step, the first left out."""
     if out.exists():  # a probe a kill interrupted
         shutil.rmtree(out)
-    started = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):  # the run's dev report: not the user's business
-        train.main(probe_argv(base_flags, team, out))
-    took = time.perf_counter() - started
-    measured = float(json.loads((out / "metrics.json").read_text())["seconds_per_step"])
+        train.main(argv)
+    rate = float(json.loads((out / "metrics.json").read_text())["seconds_per_step"])
     shutil.rmtree(out)
+    return rate
+
+
+def seconds_per_step(
+    team_flags: list[str],
+    team: Path,
+    out: Path,
+    *,
+    replay: Sequence[tuple[Path, float]] = (),
+    replay_flags: list[str] | None = None,
+) -> dict[str, float]:
+    """Each probe's measured rate, the rate the run will see, and the probes' whole time.
+
+    ``team_flags``: the run's flags for the team's lists; ``replay``: each replay file and its lists
+    per list of the team's; ``replay_flags``: the run's flags for them (the guard's teacher).
+    """
+    started = time.perf_counter()
+    team_rate = timed(probe_argv(team_flags, [team], PROBE_STEPS, out), out)
+    facts = {"measured_seconds_per_step": round(team_rate, 3)}
+    share = sum(weight for _, weight in replay)
+    rate = team_rate
+    if replay:
+        batches = math.ceil(PROBE_STEPS / len(replay))
+        files = [path for path, _ in replay]
+        replay_rate = timed(probe_argv(replay_flags or [], files, batches, out), out)
+        facts["replay_seconds_per_step"] = round(replay_rate, 3)
+        rate = (team_rate + share * replay_rate) / (1 + share)
     return {
-        "measured_seconds_per_step": round(measured, 3),
-        "seconds_per_step": round(measured * (1 + TEACHER_EXTRA * taught_share), 3),
-        "probe_seconds": round(took, 1),
+        **facts,
+        "seconds_per_step": round(rate, 3),
+        "probe_seconds": round(time.perf_counter() - started, 1),
     }

@@ -56,7 +56,7 @@ def weights(prepared: dict[str, Any], limit: int | None) -> tuple[float, list[fl
 
 
 def base_flags(args: argparse.Namespace, base: dict[str, Any]) -> list[str]:
-    """``ranker train``'s flags that every run from the base shares, the step probe's too.
+    """``ranker train``'s flags that every run from the base shares, the step probes' too.
 
     The start, the base's head, encoding and last-turn view, the optimiser and the precision.
     """
@@ -66,7 +66,6 @@ def base_flags(args: argparse.Namespace, base: dict[str, Any]) -> list[str]:
         "--lr", f"{args.lr:g}",
         "--batch-lists", str(BATCH_LISTS),
         "--precision", args.precision,
-        "--train-candidates", str(args.train_candidates),
         "--head", base["head"],
         "--max-prefix-tokens", str(base["encoding"]["max_prefix_tokens"]),
         "--max-candidate-tokens", str(base["encoding"]["max_candidate_tokens"]),
@@ -75,14 +74,22 @@ def base_flags(args: argparse.Namespace, base: dict[str, Any]) -> list[str]:
     ]  # fmt: skip
 
 
+def team_flags(args: argparse.Namespace, team: Path) -> list[str]:
+    """The team's lists are cut to ``--train-candidates``; the replay stays whole, as the suite scores it."""
+    return ["--train-candidates", str(args.train_candidates), "--train-candidates-on", team.stem]
+
+
 def train_argv(args: argparse.Namespace, layout: Layout, prepared: dict[str, Any]) -> list[str]:
     """``ranker train``'s command line for this run (without ``--max-seconds`` and ``--resume``)."""
     base, plan = prepared["base"], prepared["plan"]
     team_weight, replay_weights = weights(prepared, args.limit)
     replay = [Replay(r["name"], Path(r["path"]), r["weight"], r["license"]) for r in prepared["replay"]]
-    argv = [*base_flags(args, base), "--data", f"{layout.team}:{team_weight:.6g}"]
-    # The team's lists are cut; the replay stays whole, as the regression suite scores it.
-    argv += ["--train-candidates-on", layout.team.stem]
+    argv = [
+        *base_flags(args, base),
+        *team_flags(args, layout.team),
+        "--data",
+        f"{layout.team}:{team_weight:.6g}",
+    ]
     for r, w in zip(replay, replay_weights, strict=True):
         argv += ["--data", f"{r.path}:{w:.6g}"]
     argv += [
