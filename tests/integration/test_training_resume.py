@@ -29,19 +29,21 @@ def _flags(sugar, out):
     ]  # fmt: skip
 
 
-def test_a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path, sugar_lists):
+# With --anchor-weight the pull's start must be the run's, not the checkpoint's weights.
+@pytest.mark.parametrize("anchor", [[], ["--anchor-weight", "2000"]], ids=["plain", "anchored"])
+def test_a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path, sugar_lists, anchor):
     whole, pieces = tmp_path / "whole", tmp_path / "pieces"
-    expected = train.main(_flags(sugar_lists, whole))
+    expected = train.main([*_flags(sugar_lists, whole), *anchor])
 
     with pytest.raises(SystemExit) as stopped:
-        train.main([*_flags(sugar_lists, pieces), "--stop-after-steps", "3"])
+        train.main([*_flags(sugar_lists, pieces), *anchor, "--stop-after-steps", "3"])
     assert stopped.value.code == train.STOPPED_STATUS
     assert [p.name for p in checkpoint.checkpoints(pieces)] == ["step-00000002.pt"]
     assert not (pieces / "config.json").exists()
     with pytest.raises(DataError, match="--resume continues it"):  # no silent start-over
-        train.main(_flags(sugar_lists, pieces))
+        train.main([*_flags(sugar_lists, pieces), *anchor])
 
-    resumed = train.main([*_flags(sugar_lists, pieces), "--resume"])
+    resumed = train.main([*_flags(sugar_lists, pieces), *anchor, "--resume"])
     assert resumed["steps"] == expected["steps"] == 5
     assert resumed["history"] == expected["history"]
     a = SharedPrefixRanker.load(whole / "ranker").state_dict()
@@ -52,4 +54,26 @@ def test_a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path, s
     assert not checkpoint.folder_of(pieces).exists()
     assert json.loads((pieces / "config.json").read_text())["steps_taken"] == 5
     with pytest.raises(DataError, match="finished run"):
-        train.main([*_flags(sugar_lists, pieces), "--resume"])
+        train.main([*_flags(sugar_lists, pieces), *anchor, "--resume"])
+
+
+def encoder_distance(a, b) -> float:
+    """The encoders' weights apart, summed over every tensor (the head left out)."""
+    a, b = a.encoder.state_dict(), b.encoder.state_dict()
+    return sum(float((a[k].float() - b[k].float()).abs().sum()) for k in a)
+
+
+def test_the_anchor_pulls_the_encoder_back_to_where_the_run_began(tmp_path, sugar_lists):
+    start = tmp_path / "start"
+    train.main([*_flags(sugar_lists, start), "--max-steps", "2", "--checkpoint-every", "0"])
+    begun = SharedPrefixRanker.load(start / "ranker")
+
+    def trained(name: str, *flags: str) -> SharedPrefixRanker:
+        out = tmp_path / name
+        train.main([*_flags(sugar_lists, out), "--init", str(start), "--checkpoint-every", "0", *flags])
+        return SharedPrefixRanker.load(out / "ranker")
+
+    free = encoder_distance(trained("free"), begun)
+    pulled = encoder_distance(trained("pulled", "--anchor-weight", "2000"), begun)
+    held = encoder_distance(trained("held", "--anchor-weight", "1e9"), begun)  # all the way back each step
+    assert held == 0.0 < pulled < free

@@ -194,6 +194,19 @@ def test_adapt_cuts_the_teams_lists_alone_at_its_learning_rate(tmp_path: Path) -
     assert float(argv[argv.index("--lr") + 1]) == 2e-5
 
 
+def test_adapt_passes_the_anchor_to_training_and_its_probes_only_when_asked(tmp_path: Path) -> None:
+    from dialogue_ranker.adapt.args import build_parser
+    from dialogue_ranker.adapt.train_phase import base_flags
+
+    argv, _ = adapt_train_argv(tmp_path)
+    assert "--anchor-weight" not in argv  # 0: off, and ranker train's own default
+    argv, _ = adapt_train_argv(tmp_path, "--anchor-weight", "300")
+    assert float(argv[argv.index("--anchor-weight") + 1]) == 300
+    args = build_parser(None).parse_args(["--lists", "a.jsonl", "--out", "o", "--anchor-weight", "300"])
+    flags = base_flags(args, base_facts(tmp_path))  # the probes time the same step
+    assert float(flags[flags.index("--anchor-weight") + 1]) == 300
+
+
 def test_adapt_chooses_the_best_epoch_by_the_teams_dev_lists_unless_told_otherwise(tmp_path: Path) -> None:
     from dialogue_ranker.adapt.report import chosen_by
 

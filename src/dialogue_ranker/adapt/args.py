@@ -27,6 +27,8 @@ TRAIN_CANDIDATES = 5
 #: 0.539 in 299 steps (40.6% of the distance to 1.0); 3e-5 gave 0.226 to 0.511 in 345, and the
 #: largest regression drop was -0.030 against -0.060 (docs/research/2026-11-28-adapt-lr-and-selection.md).
 LEARNING_RATE = 5e-5
+#: ``ranker train --anchor-weight``: 0 until a measured run chooses otherwise.
+ANCHOR_WEIGHT = 0.0
 
 
 def build_parser(description: str | None) -> argparse.ArgumentParser:
@@ -91,6 +93,13 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         default=TRAIN_CANDIDATES,
         help="at most N candidates per training list (ranker train --train-candidates): fewer make a "
         "step cheaper, so the budget holds more of them",
+    )
+    p.add_argument(
+        "--anchor-weight",
+        type=float,
+        default=ANCHOR_WEIGHT,
+        help="the pull back to the base's weights after each step (ranker train --anchor-weight; 0: "
+        "off): part of the forgetting guard that costs no step time",
     )
     p.add_argument(
         "--select-on",

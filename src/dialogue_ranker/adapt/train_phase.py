@@ -71,6 +71,7 @@ def base_flags(args: argparse.Namespace, base: dict[str, Any]) -> list[str]:
         "--max-candidate-tokens", str(base["encoding"]["max_candidate_tokens"]),
         "--last-turn-weight", f"{base['views'].get('last_turn_weight', 0.0):g}",
         "--threads", str(args.threads),
+        *(["--anchor-weight", f"{args.anchor_weight:g}"] if args.anchor_weight else []),
     ]  # fmt: skip
 
 

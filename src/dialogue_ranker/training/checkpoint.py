@@ -37,7 +37,7 @@ NOT_FINGERPRINTED = frozenset(
 )
 #: Flags added after checkpoints were first written, left out of the fingerprint at their default so
 #: that a checkpoint written before them still resumes.
-LATER_FLAGS = {"distill_replaces_labels": False}
+LATER_FLAGS = {"distill_replaces_labels": False, "anchor_weight": 0.0}
 
 
 class CheckpointError(RuntimeError):

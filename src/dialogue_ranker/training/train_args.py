@@ -63,6 +63,13 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--lr", type=float, default=5e-5)
+    p.add_argument(
+        "--anchor-weight",
+        type=float,
+        default=0.0,
+        help="after each step, pull every encoder weight lr x this of the way back to its start (L2-SP; "
+        "0: off): a fine-tune keeps more of what the model it began from knew (training/anchor.py)",
+    )
     p.add_argument("--batch-lists", type=int, default=8, help="ranking lists per optimiser step")
     p.add_argument("--tau", type=float, default=3.0, help="ListNet target temperature over the gains")
     p.add_argument("--pointwise-weight", type=float, default=0.5)

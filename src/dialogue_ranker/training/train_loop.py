@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 from dialogue_ranker.data.ranking_data import RankingList
 from dialogue_ranker.serving.list_encoding import ListEncoder
 from dialogue_ranker.training import checkpoint
+from dialogue_ranker.training.anchor import Anchor
 from dialogue_ranker.training.backbone import autocast, device, make_optimizer, optimizer_step
 from dialogue_ranker.training.dev_scoring import dev_logits, dev_report
 from dialogue_ranker.training.distill import Ensemble
@@ -93,6 +94,8 @@ def train_epochs(
         first = [x for batch in epochs[0][:8] for x in batch]
         print(f"cosine head: bias shifted by {centre_bias(model, encoder, first):.3f}", flush=True)
     optimizer, schedule = make_optimizer(model, lr=args.lr, total_steps=total)
+    # Captured before a checkpoint is restored: the start is the run's, not the checkpoint's.
+    anchor = Anchor(model, args.anchor_weight) if getattr(args, "anchor_weight", 0.0) else None
     loop = checkpoint.LoopState()
     if resuming:
         assert out is not None
@@ -116,7 +119,10 @@ def train_epochs(
             step_started = time.perf_counter()
             with autocast(precision):
                 loss = loss_of(model, encoder, batches[loop.batch], args, rng, teachers)
+            lr = optimizer.param_groups[0]["lr"]
             optimizer_step(model, optimizer, schedule, loss)
+            if anchor is not None:
+                anchor.pull(model, lr)
             stepping += time.perf_counter() - step_started
             if loop.step == first_step:
                 set_up = stepping
