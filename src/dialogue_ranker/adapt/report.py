@@ -144,7 +144,8 @@ def render(state: dict[str, Any], comparison: dict[str, Any], adapted_by: dict[s
             if "replay_seconds_per_step" in probe
             else ""
         )
-        + f" ({probe['seconds_per_step']:.2f} s planned at the replay's share; the probes took "
+        + f" ({probe['seconds_per_step']:.2f} s planned at the replay's share, a run's steps being dearer; "
+        f"the probes took "
         f"{probe['probe_seconds']:.0f} s); the run's own steps took "
         f"{trained.get('seconds_per_step') or math.nan:.2f} s."
         if probe
