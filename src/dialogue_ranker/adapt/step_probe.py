@@ -9,9 +9,9 @@ views and precision, its first step (kernels' set-up) left out of the rate (``me
 
 - the team's lists, cut to ``--train-candidates`` (:data:`PROBE_STEPS` steps);
 - the replay's lists, whole and, where the guard distills, taught by the base (a batch from each
-  replay file, at least :data:`PROBE_STEPS` in all). A replay step timed at the team's rate planned
-  2.82 s a step where the fifth persona run took 3.10 s, and ran out of time 23 steps short
-  (docs/research/2026-11-28-adapt-lr-and-selection.md).
+  replay file, at least :data:`PROBE_STEPS` in all). Planned at the team's rate and a guessed third
+  more for the teacher, the fifth persona run planned 2.82 s a step, took 3.10 s and ran out of
+  time 23 steps short (docs/research/2026-11-28-adapt-lr-and-selection.md).
 
 The run's rate is the two weighted by the replay's share of the lists, times
 :data:`RUN_OVER_PROBE`. The probes' runs go to
