@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 WHAT = {
-    "prepare": "read and split the lists, probe the scoring rate and four training steps, plan",
+    "prepare": "read and split the lists, probe the scoring rate and a few training steps of each kind, plan",
     "train": "ranker train from the base bundle",
     "export": "ranker export: graphs built, checked, one shipped",
     "calibrate": "each runtime's map and threshold on the team's dev lists",
