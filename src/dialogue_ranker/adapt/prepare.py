@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from dialogue_ranker.adapt import budget
-from dialogue_ranker.adapt.guard import TEAM, Replay, default_replay, distills, train_flags
+from dialogue_ranker.adapt.guard import TEAM, Replay, default_replay, distills
 from dialogue_ranker.adapt.inputs import team_lists
 from dialogue_ranker.adapt.layout import Layout
 from dialogue_ranker.adapt.regression import lists_files, load_present
 from dialogue_ranker.adapt.split import RULE, split_team
 from dialogue_ranker.adapt.step_probe import seconds_per_step
-from dialogue_ranker.adapt.train_phase import base_flags, team_flags
+from dialogue_ranker.adapt.train_phase import base_flags, guard_flags, team_flags
 from dialogue_ranker.data.feedback_logs import lists_digest
 from dialogue_ranker.data.ranking_data import RankingList, write_lists
 from dialogue_ranker.evaluation.domains import ListScorer, group_split, held_out
@@ -102,7 +102,7 @@ def prepare(args: argparse.Namespace, layout: Layout, *, seconds_left: float) ->
             layout.team,
             layout.probe,
             replay=[(r.path, r.weight) for r in replay],
-            replay_flags=[*flags, *train_flags(args.guard if replay else "none", base["path"], replay)],
+            replay_flags=[*flags, *guard_flags(args, base, replay)],
         )
         print(f"step probe: {json.dumps(step)}", flush=True)
     spent = time.perf_counter() - started
@@ -112,7 +112,7 @@ def prepare(args: argparse.Namespace, layout: Layout, *, seconds_left: float) ->
         files=1 + len(replay),
         teacher=teacher,
         max_steps=args.max_steps,
-        seconds_per_step=step and step["seconds_per_step"],
+        seconds_per_step=step["seconds_per_step"] if step else None,
     )
     if args.limit:  # a smoke run scores at most --limit lists of each part
         plan = budget.Plan(**{**plan.__dict__, **limited(plan, args.limit)})

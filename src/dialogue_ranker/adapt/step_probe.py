@@ -72,13 +72,14 @@ def seconds_per_step(
     team: Path,
     out: Path,
     *,
-    replay: Sequence[tuple[Path, float]] = (),
-    replay_flags: list[str] | None = None,
+    replay: Sequence[tuple[Path, float]],
+    replay_flags: list[str],
 ) -> dict[str, float]:
     """Each probe's measured rate, the rate the run will see, and the probes' whole time.
 
     ``team_flags``: the run's flags for the team's lists; ``replay``: each replay file and its lists
-    per list of the team's; ``replay_flags``: the run's flags for them (the guard's teacher).
+    per list of the team's (none: the team's probe alone); ``replay_flags``: the run's flags for them
+    (the guard's teacher).
     """
     started = time.perf_counter()
     team_rate = timed(probe_argv(team_flags, [team], PROBE_STEPS, out), out)
@@ -88,7 +89,7 @@ def seconds_per_step(
     if replay:
         batches = math.ceil(PROBE_STEPS / len(replay))
         files = [path for path, _ in replay]
-        replay_rate = timed(probe_argv(replay_flags or [], files, batches, out), out)
+        replay_rate = timed(probe_argv(replay_flags, files, batches, out), out)
         facts["replay_seconds_per_step"] = round(replay_rate, 3)
         rate = (team_rate + share * replay_rate) / (1 + share)
     return {

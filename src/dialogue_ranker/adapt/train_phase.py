@@ -80,6 +80,11 @@ def team_flags(args: argparse.Namespace, team: Path) -> list[str]:
     return ["--train-candidates", str(args.train_candidates), "--train-candidates-on", team.stem]
 
 
+def guard_flags(args: argparse.Namespace, base: dict[str, Any], replay: list[Replay]) -> list[str]:
+    """The guard's teacher flags for the replay files (none without replay), the probe's too."""
+    return train_flags(args.guard if replay else "none", base["path"], replay)
+
+
 def train_argv(args: argparse.Namespace, layout: Layout, prepared: dict[str, Any]) -> list[str]:
     """``ranker train``'s command line for this run (without ``--max-seconds`` and ``--resume``)."""
     base, plan = prepared["base"], prepared["plan"]
@@ -105,7 +110,7 @@ def train_argv(args: argparse.Namespace, layout: Layout, prepared: dict[str, Any
         argv += ["--select-on", layout.team.stem]
     if args.limit:
         argv += ["--limit", str(args.limit)]
-    return argv + train_flags(args.guard if replay else "none", base["path"], replay)
+    return argv + guard_flags(args, base, replay)
 
 
 def run_training(args: argparse.Namespace, layout: Layout, state: State, *, seconds: float) -> dict[str, Any]:
