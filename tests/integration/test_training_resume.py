@@ -77,3 +77,22 @@ def test_the_anchor_pulls_the_encoder_back_to_where_the_run_began(tmp_path, suga
     pulled = encoder_distance(trained("pulled", "--anchor-weight", "2000"), begun)
     held = encoder_distance(trained("held", "--anchor-weight", "1e9"), begun)  # all the way back each step
     assert held == 0.0 < pulled < free
+
+
+def test_replan_cuts_the_schedule_to_what_the_run_s_own_rate_fits_in_its_seconds(tmp_path, sugar_lists):
+    # Four epochs of five steps. The same run without a limit measures how long it takes; given
+    # the time to load and about half its steps, --replan must end the schedule early, on a step
+    # its learning rate has decayed to (not cut off by the time limit mid-schedule).
+    flags = [*_flags(sugar_lists, tmp_path / "whole"), "--limit", "10", "--epochs", "4", "--max-steps", "20"]
+    whole = train.main([*flags, "--checkpoint-every", "0"])
+    assert whole["steps"] == whole["schedule_steps"] == 20
+    stepping = whole["seconds_per_step"] * 20
+    budget = whole["train_seconds"] - stepping / 2
+
+    flags[flags.index("--out") + 1] = str(tmp_path / "replanned")
+    cut = train.main([*flags, "--checkpoint-every", "0", "--replan", "--max-seconds", f"{budget:.2f}"])
+    assert cut["planned_steps"] == 20
+    assert 5 <= cut["schedule_steps"] < 20
+    assert cut["steps"] <= cut["schedule_steps"]
+    config = json.loads((tmp_path / "replanned" / "config.json").read_text())
+    assert config["schedule_steps"] == cut["schedule_steps"]

@@ -227,6 +227,9 @@ def test_references_must_name_earlier_stages_of_the_right_kind():
     assert "distill_on: 'b.jsonl' is not one of this stage's data entries" in bad(
         TINY.replace("lr = 2e-5", 'teacher_bundles = ["models/x:1"]\ndistill_on = ["b.jsonl"]')
     )
+    assert "the teachers' share must be between 0 and 1" in bad(
+        TINY.replace("lr = 2e-5", 'teacher_bundles = ["models/x:1"]\ndistill_on = ["a.jsonl:1.2"]')
+    )
     assert "a teacher is 'NAME:WEIGHT'" in bad(TINY.replace("lr = 2e-5", 'teacher_bundles = ["models/x"]'))
     assert "init and init_bundle exclude each other" in bad(
         TINY.replace('init = "one"', 'init = "one"\ninit_bundle = "models/x"')
@@ -404,6 +407,10 @@ def test_a_shipped_model_teaches_on_the_data_entries_named(tmp_path):
     assert argv[argv.index("--teacher") + 1] == "models/m:1"
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--distill-on"] == ["a"]
     assert argv[argv.index("--distill-weight") + 1] == "0.5"
+    # A share per entry travels as ranker train's NAME:SHARE.
+    shared = text.replace('distill_on = ["a.jsonl"]', 'distill_on = ["a.jsonl:0.85", "mine/lists.jsonl"]')
+    argv = argv_of(Plan(fake_repo(tmp_path / "shared", shared)), "two")
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--distill-on"] == ["a:0.85", "lists"]
 
 
 def test_an_interrupted_train_stage_resumes_from_its_checkpoint_unless_its_input_ran_again(tmp_path):

@@ -51,3 +51,51 @@ def test_taught_lists_learn_the_teacher_alone_and_the_others_their_labels_alone(
     expected = 0.5 * distilled + 0.5 * label_loss(served[[1, 3]], [lists[1], lists[3]], args)
     assert torch.isclose(loss, expected)
     assert torch.isclose(taught_or_labelled(served, lists, args, distilled, [True] * 4), distilled)
+
+
+def test_each_named_file_mixes_its_labels_and_the_teacher_at_its_own_share() -> None:
+    from dialogue_ranker.training.distill import distillation_loss
+    from dialogue_ranker.training.list_loss import mixed_by_share
+
+    args = argparse.Namespace(tau=3.0, pointwise_weight=0.5)
+    lists = [
+        RankingList((Turn("user", "hi"),), (Candidate("a", 1), Candidate("b", 0)), group=str(i))
+        for i in range(4)
+    ]
+    served = torch.tensor([[1.0, -1.0], [0.5, 0.2], [-1.0, 1.0], [0.0, 0.0]])
+    teacher = torch.tensor([[0.0, 2.0], [1.0, 1.0], [2.0, 0.0], [-1.0, 1.0]])
+    present = torch.ones(4, 2, dtype=torch.bool)
+    shares = [0.8, 0.0, 0.8, 1.0]  # two lists of one file at 0.8, one unnamed, one taught alone
+
+    def rows(flags: list[bool]) -> torch.Tensor:
+        return torch.tensor(flags)
+
+    loss = mixed_by_share(served, lists, args, (served, teacher, present), shares, rows)
+    at = torch.tensor
+    expected = (
+        0.25 * label_loss(served[[1]], [lists[1]], args)
+        + 0.5 * 0.2 * label_loss(served[[0, 2]], [lists[0], lists[2]], args)
+        + 0.5 * 0.8 * distillation_loss(served, teacher, present, at([True, False, True, False]))
+        + 0.25 * distillation_loss(served, teacher, present, at([False, False, False, True]))
+    )
+    assert torch.isclose(loss, expected)
+    # Every list at share 0 is the label loss alone; at 1, the distillation alone.
+    assert torch.isclose(mixed_by_share(served, lists, args, (served, teacher, present), [0.0] * 4, rows),
+                         label_loss(served, lists, args))  # fmt: skip
+    assert torch.isclose(
+        mixed_by_share(served, lists, args, (served, teacher, present), [1.0] * 4, rows),
+        distillation_loss(served, teacher, present, at([True] * 4)),
+    )
+
+
+def test_distill_on_reads_a_share_per_file_and_refuses_one_outside_zero_to_one() -> None:
+    from dialogue_ranker.training import train
+
+    flags = ["--data", "a.jsonl", "--data", "b.jsonl", "--teacher", "m:1", "--out", "o"]
+    plain = train.parse_args([*flags, "--distill-on", "a", "--distill-on", "b"])
+    assert plain.distill_on == ["a", "b"] and plain.distill_shares == {}
+    shared = train.parse_args([*flags, "--distill-on", "a:0.85", "--distill-on", "b", "--distill-weight", "0.3"])
+    assert shared.distill_on == ["a", "b"] and shared.distill_shares == {"a": 0.85, "b": 0.3}
+    for bad in (["--distill-on", "a:1.5"], ["--distill-on", "a:0.5", "--distill-replaces-labels"]):
+        with pytest.raises(SystemExit):
+            train.parse_args([*flags, *bad])

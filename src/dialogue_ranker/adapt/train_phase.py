@@ -105,6 +105,7 @@ def train_argv(args: argparse.Namespace, layout: Layout, prepared: dict[str, Any
         "--patience", str(budget.PATIENCE),
         "--dev-lists", str(plan["dev_lists"]),
         "--checkpoint-every", str(max(1, plan["steps"] // CHECKPOINTS)),
+        "--replan",
     ]  # fmt: skip
     if args.select_on == "team":
         argv += ["--select-on", layout.team.stem]
@@ -133,6 +134,7 @@ def run_training(args: argparse.Namespace, layout: Layout, state: State, *, seco
     return {
         "steps": metrics["steps"],
         "planned_steps": metrics["planned_steps"],
+        "schedule_steps": metrics.get("schedule_steps", metrics["planned_steps"]),
         "stopped_by": metrics.get("stopped_by", "schedule"),
         "train_seconds": metrics["train_seconds"],
         "seconds_per_step": metrics.get("seconds_per_step"),

@@ -134,8 +134,10 @@ class Plan:
             argv += ["--teacher", f"{self.stage_dir(name)}:{weight:g}"]
         for teacher in stage.teacher_bundles:
             argv += ["--teacher", teacher]
-        for name in stage.distill_on:
-            argv += ["--distill-on", Path(self.data_file(name)).stem]
+        for entry in stage.distill_on:
+            name, share = _weighted(entry)
+            share_text = f":{share:g}" if share is not None else ""
+            argv += ["--distill-on", Path(self.data_file(name)).stem + share_text]
         flags = ["distill_weight", "batch_lists", "lr", "seed", "max_steps", "precision", "dev_lists"]
         return argv + _flags(stage, flags) + ["--out", self.stage_dir(stage.name)]
 

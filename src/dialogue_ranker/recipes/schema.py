@@ -164,6 +164,8 @@ class TrainStage(_Stage):
     teacher_bundles: list[str] = []
     distill_weight: float | None = Field(default=None, ge=0, le=1)
     #: The ``data`` entries (names as written there) whose lists are distilled; default all.
+    #: ``"NAME:SHARE"`` gives that file's lists their own teachers' share (``ranker train
+    #: --distill-on NAME:SHARE``); the files not named then learn their labels alone.
     distill_on: list[str] = []
 
     @field_validator("data")
@@ -192,9 +194,12 @@ class TrainStage(_Stage):
         if (self.distill_weight is not None or self.distill_on) and not taught:
             raise ValueError("distill_weight and distill_on need teachers or teacher_bundles")
         named = {_weighted(entry)[0] for entry in self.data}
-        for name in self.distill_on:
+        for entry in self.distill_on:
+            name, share = _weighted(entry)
             if name not in named:
                 raise ValueError(f"distill_on: {name!r} is not one of this stage's data entries")
+            if share is not None and not 0 <= share <= 1:
+                raise ValueError(f"distill_on: {entry!r}: the teachers' share must be between 0 and 1")
         if self.init and self.init_bundle:
             raise ValueError("init and init_bundle exclude each other")
         return self

@@ -126,14 +126,26 @@ def make_optimizer(model: torch.nn.Module, *, lr: float, total_steps: int, warmu
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}], lr=lr
     )
-    warmup = max(1, int(total_steps * warmup_fraction))
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
-
+    factor = LinearSchedule(total=total_steps, warmup=max(1, int(total_steps * warmup_fraction)))
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+class LinearSchedule:
+    """The learning rate's factor at a step: linear warm-up, then linear decay to 0 at ``total``.
+
+    An object, not a closure, so that ``LambdaLR.state_dict()`` saves its fields: a run whose schedule
+    ``ranker train --replan`` shortened resumes from a checkpoint with the shortened one.
+    """
+
+    def __init__(self, *, total: int, warmup: int) -> None:
+        self.total = total
+        self.warmup = warmup
+
+    def __call__(self, step: int) -> float:
+        """The factor at ``step``."""
+        if step < self.warmup:
+            return (step + 1) / self.warmup
+        return max(0.0, (self.total - step) / max(1, self.total - self.warmup))
 
 
 def optimizer_step(

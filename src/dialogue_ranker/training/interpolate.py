@@ -24,6 +24,11 @@ into the fine-tuned side first (a "model soup", Wortsman et al., ICML 2022): ``-
 B:0.3 --alpha 0.9`` is ``0.1 x fresh + 0.9 x (0.7 x A + 0.3 x B)``. It combines runs trained on
 different data without training again; the dev lists of every run are scored and calibrated on.
 
+``--toward-bundle BUNDLE`` interpolates toward a bundle's weights (dequantized, as ``ranker train
+--init-bundle`` starts from them) instead of the fresh model: for a fine-tune of a shipped bundle
+(``ranker adapt``'s run), the line from the bundle it began at to where it ended. Any head then
+interpolates, since the start ranks as the bundle does.
+
 ``--merge ties --density D`` blends them by TIES-merging instead (Yadav et al., NeurIPS 2023, with
 ``peft``'s implementation): each run's change from the fresh model keeps its largest ``D`` share
 of entries per weight matrix, each entry takes the sign that the runs' kept changes sum to, and
@@ -55,6 +60,7 @@ from dialogue_ranker.training.dev_scoring import (
     run_dev_lists,
     write_calibration,
 )
+from dialogue_ranker.training.recover import dequantized_ranker
 from dialogue_ranker.training.shared_prefix import SharedPrefixRanker, run_encoder
 
 #: Any torch module: a ranker, or the banks' sentence encoder (``training.dual_encoder``).
@@ -83,6 +89,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="how --with runs are blended: their weighted average, or TIES-merging",
     )
     p.add_argument("--density", type=float, default=0.2, help="ties: share of each run's changes kept")
+    p.add_argument(
+        "--toward-bundle",
+        type=Path,
+        default=None,
+        metavar="BUNDLE",
+        help="interpolate toward this bundle's dequantized weights (a fine-tune's start), not the fresh "
+        "model",
+    )
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     args = p.parse_args(argv)
     if not 0.0 < args.density <= 1.0:
@@ -171,11 +185,20 @@ def ties_merged(
     return model.eval()
 
 
-def load_tuned(run: Path) -> SharedPrefixRanker:
+def load_tuned(run: Path, *, any_head: bool = False) -> SharedPrefixRanker:
     tuned = SharedPrefixRanker.load(run / "ranker").eval()
-    if tuned.head_kind != "cosine":
+    if tuned.head_kind != "cosine" and not any_head:
         raise SystemExit(f"{run}: a {tuned.head_kind} head has no fresh model to interpolate toward")
     return tuned
+
+
+def start_of(bundle: Path | None, config: dict, tuned: SharedPrefixRanker) -> SharedPrefixRanker:
+    """Alpha 0: ``bundle``'s dequantized weights, or the fresh model with the run's head bias."""
+    if bundle is not None:
+        return dequantized_ranker(bundle, head=tuned.head_kind)[0].eval()
+    fresh = SharedPrefixRanker.load(run_backbone(config), head="cosine").eval()
+    fresh.head.bias.data.copy_(tuned.head.bias.data)
+    return fresh
 
 
 def blended(
@@ -257,6 +280,7 @@ def write_interpolated(
         "interpolation": {
             "from_run": str(run),
             "alpha": args.alpha,
+            "toward": str(args.toward_bundle) if args.toward_bundle else "fresh",
             "merge": args.merge,
             **({"density": args.density} if args.merge == "ties" else {}),
             # Each member's own configuration, so the export's model card can list its stages.
@@ -280,9 +304,8 @@ def main(argv: list[str] | None = None) -> dict:
         torch.set_num_threads(args.threads)
     run = Path(args.run)
     config = json.loads((run / "config.json").read_text())
-    tuned = load_tuned(run)
-    fresh = SharedPrefixRanker.load(run_backbone(config), head="cosine").eval()
-    fresh.head.bias.data.copy_(tuned.head.bias.data)
+    tuned = load_tuned(run, any_head=args.toward_bundle is not None)
+    fresh = start_of(args.toward_bundle, config, tuned)
     encoder = run_encoder(run, config)
     merge = partial(ties_merged, fresh, density=args.density) if args.merge == "ties" else weighted_average
     tuned, dev, member_configs = blended(run, config, tuned, args.blend, merge)

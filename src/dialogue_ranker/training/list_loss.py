@@ -156,10 +156,44 @@ def loss_of(
         files = data_files(args, args.distill_on)
         taught_lists = [list_file(x) in files for x in batch]
         taught = views.per_row(taught_lists).to(logits.device)
+    shares = getattr(args, "distill_shares", None)
+    if shares:
+        names = {str(s.path): s.name for s in args.data}
+        per_list = [shares.get(names.get(list_file(x), ""), 0.0) for x in batch]
+        return mixed_by_share(served, batch, args, (logits, target, present), per_list, views.per_row)
     distilled = distillation_loss(logits, target, present, taught)
     if getattr(args, "distill_replaces_labels", False) and taught_lists is not None:
         return taught_or_labelled(served, batch, args, distilled, taught_lists)
     return (1 - args.distill_weight) * label_loss(served, batch, args) + args.distill_weight * distilled
+
+
+def mixed_by_share(
+    served: torch.Tensor,
+    batch: list[RankingList],
+    args,
+    distill: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    shares: list[float],
+    per_row,
+) -> torch.Tensor:
+    """``--distill-on NAME:SHARE``: each list learns ``(1 - SHARE) x`` its labels ``+ SHARE x`` the teachers.
+
+    ``shares``: the teachers' share of each list (0 for a file not named: its labels alone);
+    ``distill``: the student's and the teachers' logits per row, and which entries are candidates;
+    ``per_row``: a flag per list as a flag per row. Each list counts once: the lists of one share
+    form a group, and each group's mix is weighted by its share of the batch's lists.
+    """
+    logits, target, present = distill
+    loss = served.sum() * 0.0  # keeps the graph where no group has a term
+    for share in sorted(set(shares)):
+        members = [row for row, s in enumerate(shares) if s == share]
+        part = len(members) / len(batch)
+        if share < 1:
+            labels = label_loss(served[members], [batch[row] for row in members], args)
+            loss = loss + part * (1 - share) * labels
+        if share > 0:
+            rows = per_row([s == share for s in shares]).to(logits.device)
+            loss = loss + part * share * distillation_loss(logits, target, present, rows)
+    return loss
 
 
 def taught_or_labelled(

@@ -77,7 +77,7 @@ from dialogue_ranker.training.dev_scoring import (
 from dialogue_ranker.training.distill import Ensemble
 from dialogue_ranker.training.recover import dequantized_ranker
 from dialogue_ranker.training.shared_prefix import SharedPrefixRanker
-from dialogue_ranker.training.train_args import build_parser, encoding_of, first_stage
+from dialogue_ranker.training.train_args import build_parser, encoding_of, first_stage, split_shares
 from dialogue_ranker.training.train_lists import load_splits
 from dialogue_ranker.training.train_loop import Stopped, TrainingOutcome, train_epochs
 
@@ -87,7 +87,17 @@ STOPPED_STATUS = 75
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """``ranker train``'s arguments (:mod:`training.train_args`), with this module's docstring as help."""
-    return build_parser(__doc__).parse_args(argv)
+    parser = build_parser(__doc__)
+    args = parser.parse_args(argv)
+    if args.replan and args.max_seconds is None:
+        parser.error("--replan fits the schedule to --max-seconds: give --max-seconds too")
+    try:
+        args.distill_on, args.distill_shares = split_shares(args.distill_on, args.distill_weight)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.distill_shares and args.distill_replaces_labels:
+        parser.error("--distill-replaces-labels is --distill-on NAME:1 for each name: give one or the other")
+    return args
 
 
 def load_start(
@@ -187,6 +197,7 @@ def run_config(
         "teacher": teachers.configs if teachers else None,
         # What the schedule planned and what ran (they differ when --max-seconds or --stop-at ended it).
         "planned_steps": outcome.planned_steps,
+        "schedule_steps": outcome.schedule_steps,
         "steps_taken": outcome.steps,
         "stopped_by": outcome.stopped_by,
         "encoding": encoding_of(args, args.layout == "pair"),
@@ -256,6 +267,7 @@ def main(argv: list[str] | None = None) -> dict:
         "history": outcome.history,
         "steps": outcome.steps,
         "planned_steps": outcome.planned_steps,
+        "schedule_steps": outcome.schedule_steps,
         "stopped_by": outcome.stopped_by,
         "seconds_per_step": outcome.seconds_per_step and round(outcome.seconds_per_step, 3),
         "train_seconds": round(time.time() - started, 1),

@@ -146,10 +146,13 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "--distill-on",
         action="append",
         default=[],
-        metavar="NAME",
+        metavar="NAME[:SHARE]",
         help="with --teacher: distil on the lists of these --data files only (their names, as the run "
         "records them; repeatable; default: every file). A stage that teaches what the teacher gets "
-        "wrong leaves its own lists to the labels and keeps the teacher on the rest",
+        "wrong leaves its own lists to the labels and keeps the teacher on the rest. SHARE: that "
+        "file's lists learn (1 - SHARE) x their labels + SHARE x the teachers (named files without "
+        "one take --distill-weight); with any SHARE given, each list counts once and the files not "
+        "named learn their labels alone",
     )
     p.add_argument(
         "--distill-replaces-labels",
@@ -181,6 +184,12 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         default=None,
         help="stop training after this many seconds (a lent machine's lease; the schedule still spans "
         "--max-steps); the run records the steps it took",
+    )
+    p.add_argument(
+        "--replan",
+        action="store_true",
+        help="with --max-seconds: after each epoch, shorten the schedule (the learning rate's decay and "
+        "the steps) to what this run's own seconds a step fit in the time left (training/replan.py)",
     )
     p.add_argument(
         "--stop-at",
@@ -219,6 +228,30 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "a multi-turn list's full-context and last-turn logits averaged at this weight (0: one view)",
     )
     return p
+
+
+def split_shares(entries: list[str], default: float) -> tuple[list[str], dict[str, float]]:
+    """``--distill-on NAME[:SHARE]`` entries: the names, and each one's share (none where no entry has one).
+
+    Raises:
+        ValueError: a share outside [0, 1].
+    """
+    names, shares, given = [], {}, False
+    for entry in entries:
+        name, sep, tail = entry.rpartition(":")
+        try:
+            share = float(tail) if sep else None
+        except ValueError:
+            share = None
+        if share is None:
+            name, share = entry, default
+        elif not 0 <= share <= 1:
+            raise ValueError(f"--distill-on {entry}: the teachers' share must be between 0 and 1")
+        else:
+            given = True
+        names.append(name)
+        shares[name] = share
+    return names, shares if given else {}
 
 
 def encoding_of(args: argparse.Namespace, pair: bool) -> dict[str, Any]:

@@ -11,6 +11,7 @@ run killed at any point ends as it would have without the kill.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import time
@@ -24,7 +25,7 @@ from tqdm.auto import tqdm
 
 from dialogue_ranker.data.ranking_data import RankingList
 from dialogue_ranker.serving.list_encoding import ListEncoder
-from dialogue_ranker.training import checkpoint
+from dialogue_ranker.training import checkpoint, replan
 from dialogue_ranker.training.anchor import Anchor
 from dialogue_ranker.training.backbone import autocast, device, make_optimizer, optimizer_step
 from dialogue_ranker.training.dev_scoring import dev_logits, dev_report
@@ -46,6 +47,8 @@ class TrainingOutcome:
     #: Wall-clock seconds an optimiser step took in this process, dev checks left out, and the
     #: process's first step too where it took more than one (that step pays for kernels' set-up).
     seconds_per_step: float | None = None
+    #: The schedule's length at the end: ``planned_steps``, or less where ``--replan`` shortened it.
+    schedule_steps: int | None = None
 
 
 def centre_bias(model: SharedPrefixRanker, encoder: ListEncoder, lists: list[RankingList]) -> float:
@@ -94,6 +97,7 @@ def train_epochs(
         first = [x for batch in epochs[0][:8] for x in batch]
         print(f"cosine head: bias shifted by {centre_bias(model, encoder, first):.3f}", flush=True)
     optimizer, schedule = make_optimizer(model, lr=args.lr, total_steps=total)
+    planned = total
     # Captured before a checkpoint is restored: the start is the run's, not the checkpoint's.
     anchor = Anchor(model, args.anchor_weight) if getattr(args, "anchor_weight", 0.0) else None
     loop = checkpoint.LoopState()
@@ -101,7 +105,9 @@ def train_epochs(
         assert out is not None
         payload, path = checkpoint.load_latest(out, args)
         loop = checkpoint.restore(payload, model=model, optimizer=optimizer, schedule=schedule, loop_rng=rng)
+        total = schedule.lr_lambdas[0].total  # a --replan before the checkpoint shortened it
         print(f"--resume: continuing from {path} (step {loop.step} of {total})", flush=True)
+    epoch_ends = list(itertools.accumulate(len(e) for e in epochs))
     # --stop-at ends the run early; the schedule still spans every planned step.
     end = total if args.stop_at is None else min(total, args.stop_at)
     every = getattr(args, "checkpoint_every", 0) or 0
@@ -143,6 +149,7 @@ def train_epochs(
             if stop_after is not None and loop.step >= stop_after and loop.step < end:
                 bar.close()
                 raise Stopped(loop.step)
+        check_started = time.perf_counter()
         loop.history.append(
             dev_entry(
                 model,
@@ -153,6 +160,20 @@ def train_epochs(
                 select_on=getattr(args, "select_on", None),
             )
         )
+        taken = loop.step - first_step
+        if getattr(args, "replan", False) and args.max_seconds and taken > 1 and loop.step < end:
+            fitted = replan.fitted_total(
+                step=loop.step,
+                total=total,
+                epoch_ends=epoch_ends,
+                seconds_left=args.max_seconds - (time.time() - started),
+                seconds_per_step=(stepping - set_up) / (taken - 1),
+                seconds_per_check=time.perf_counter() - check_started,
+            )
+            if fitted < total:
+                tqdm.write(f"--replan: the schedule ends at step {fitted}, not {total} (this run's own rate)")
+                total = schedule.lr_lambdas[0].total = fitted
+                end, bar.total = min(end, fitted), fitted
         if loop.history[-1]["mean_ndcg_at_3"] > loop.best_score:
             loop.best_score = loop.history[-1]["mean_ndcg_at_3"]
             loop.best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -168,7 +189,7 @@ def train_epochs(
         stopped_by = "stop-at"
     taken = loop.step - first_step
     rate = (stepping - set_up) / (taken - 1) if taken > 1 else stepping / taken if taken else None
-    return TrainingOutcome(loop.history, loop.step, total, stopped_by, rate)
+    return TrainingOutcome(loop.history, loop.step, planned, stopped_by, rate, total)
 
 
 class Stopped(RuntimeError):
