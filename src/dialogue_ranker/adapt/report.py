@@ -111,6 +111,13 @@ def fitted_on(entry: dict[str, Any]) -> str:
     return f"{shared}'s (logits agree)" if shared else "its own logits"
 
 
+def replanned(trained: dict[str, Any]) -> str:
+    """Where ``ranker train --replan`` cut the schedule to the run's own rate, the length it ran to."""
+    schedule = trained.get("schedule_steps", trained["planned_steps"])
+    cut = schedule < trained["planned_steps"]
+    return f", the schedule cut to {schedule} by the run's own rate" if cut else ""
+
+
 def render(state: dict[str, Any], comparison: dict[str, Any], adapted_by: dict[str, Any], *, out: str) -> str:
     """The whole report."""
     phases = state["phases"]
@@ -144,7 +151,7 @@ def render(state: dict[str, Any], comparison: dict[str, Any], adapted_by: dict[s
             if "replay_seconds_per_step" in probe
             else ""
         )
-        + f" ({probe['seconds_per_step']:.2f} s planned at the replay's share, a run's steps being dearer; "
+        + f" ({probe['seconds_per_step']:.2f} s planned at the replay's share, aimed high; "
         f"the probes took "
         f"{probe['probe_seconds']:.0f} s); the run's own steps took "
         f"{trained.get('seconds_per_step') or math.nan:.2f} s."
@@ -161,8 +168,9 @@ this report compares it with the base on the team's test lists and on what the b
 
 {time_table(phases, prepared["plan"], state["budget_s"])}
 
-Training: {trained["steps"]} of {trained["planned_steps"]} planned steps ({steps_per_s:.3f} steps/s over
-{trained["train_seconds"]:.0f} s, loading and dev checks included), stopped by {trained["stopped_by"]};
+Training: {trained["steps"]} of {trained["planned_steps"]} planned steps{replanned(trained)}
+({steps_per_s:.3f} steps/s over {trained["train_seconds"]:.0f} s, loading and dev checks included), stopped
+by {trained["stopped_by"]};
 best epoch {(trained["best_epoch"] or {}).get("epoch", "-")} of {trained["epochs"]} dev checks{chosen}.
 {probed}
 
