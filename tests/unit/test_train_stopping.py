@@ -94,7 +94,9 @@ def test_distill_on_reads_a_share_per_file_and_refuses_one_outside_zero_to_one()
     flags = ["--data", "a.jsonl", "--data", "b.jsonl", "--teacher", "m:1", "--out", "o"]
     plain = train.parse_args([*flags, "--distill-on", "a", "--distill-on", "b"])
     assert plain.distill_on == ["a", "b"] and plain.distill_shares == {}
-    shared = train.parse_args([*flags, "--distill-on", "a:0.85", "--distill-on", "b", "--distill-weight", "0.3"])
+    shared = train.parse_args(
+        [*flags, "--distill-on", "a:0.85", "--distill-on", "b", "--distill-weight", "0.3"]
+    )
     assert shared.distill_on == ["a", "b"] and shared.distill_shares == {"a": 0.85, "b": 0.3}
     for bad in (["--distill-on", "a:1.5"], ["--distill-on", "a:0.5", "--distill-replaces-labels"]):
         with pytest.raises(SystemExit):
