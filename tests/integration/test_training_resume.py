@@ -96,3 +96,20 @@ def test_replan_cuts_the_schedule_to_what_the_run_s_own_rate_fits_in_its_seconds
     assert cut["steps"] <= cut["schedule_steps"]
     config = json.loads((tmp_path / "replanned" / "config.json").read_text())
     assert config["schedule_steps"] == cut["schedule_steps"]
+
+
+def test_frozen_layers_keep_their_start_and_the_layers_above_learn(tmp_path, sugar_lists):
+    from dialogue_ranker.training.backbone import backbone_dir
+
+    out = tmp_path / "frozen"
+    flags = [*_flags(sugar_lists, out), "--max-steps", "2", "--checkpoint-every", "0"]
+    train.main([*flags, "--freeze-layers", "4"])
+    start = SharedPrefixRanker.load(backbone_dir()).encoder.state_dict()
+    after = SharedPrefixRanker.load(out / "ranker").encoder.state_dict()
+    kept = [k for k in start if k.startswith("embeddings.") or k.split(".")[2] in {"0", "1", "2", "3"}]
+    moved = [k for k in start if k.startswith("encoder.layer.5.") and k.endswith("weight")]
+    assert kept and moved
+    assert all(torch.equal(start[k], after[k]) for k in kept)
+    assert all(not torch.equal(start[k], after[k]) for k in moved)
+    with pytest.raises(DataError, match="the encoder has 6 layers"):
+        train.main([*_flags(sugar_lists, tmp_path / "too-many"), "--freeze-layers", "7"])

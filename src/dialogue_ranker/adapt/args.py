@@ -29,6 +29,8 @@ TRAIN_CANDIDATES = 5
 LEARNING_RATE = 5e-5
 #: ``ranker train --anchor-weight``: 0 until a measured run chooses otherwise.
 ANCHOR_WEIGHT = 0.0
+#: ``ranker train --freeze-layers``: 0 until a measured run chooses otherwise.
+FREEZE_LAYERS = 0
 
 
 def build_parser(description: str | None) -> argparse.ArgumentParser:
@@ -102,6 +104,14 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "off): part of the forgetting guard that costs no step time",
     )
     p.add_argument(
+        "--freeze-layers",
+        type=int,
+        default=FREEZE_LAYERS,
+        metavar="N",
+        help="keep the base's embeddings and first N encoder layers as they are (ranker train "
+        "--freeze-layers): cheaper steps, and what those layers knew is kept",
+    )
+    p.add_argument(
         "--select-on",
         choices=("team", "all"),
         default="team",
@@ -141,6 +151,8 @@ def parse_args(argv: list[str] | None, description: str | None) -> argparse.Name
         p.error(f"--minutes {args.minutes:g} is not positive")
     if not 0 < args.lr < 1:
         p.error(f"--lr {args.lr:g} is not a learning rate (between 0 and 1)")
+    if args.freeze_layers < 0:  # more than the base has: ranker train names its layer count
+        p.error(f"--freeze-layers {args.freeze_layers} is negative")
     for flag, value in (("--limit", args.limit), ("--max-steps", args.max_steps)):
         if value is not None and value < 1:
             p.error(f"{flag} {value} is not positive")

@@ -72,6 +72,7 @@ def base_flags(args: argparse.Namespace, base: dict[str, Any]) -> list[str]:
         "--last-turn-weight", f"{base['views'].get('last_turn_weight', 0.0):g}",
         "--threads", str(args.threads),
         *(["--anchor-weight", f"{args.anchor_weight:g}"] if args.anchor_weight else []),
+        *(["--freeze-layers", str(args.freeze_layers)] if args.freeze_layers else []),
     ]  # fmt: skip
 
 

@@ -122,6 +122,8 @@ def make_optimizer(model: torch.nn.Module, *, lr: float, total_steps: int, warmu
     """AdamW with linear warm-up then linear decay (no weight decay on biases and norms)."""
     decay, no_decay = [], []
     for name, param in model.named_parameters():
+        if not param.requires_grad:  # frozen (``--freeze-layers``): no moments kept for it
+            continue
         (no_decay if name.endswith("bias") or "LayerNorm" in name else decay).append(param)
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}], lr=lr

@@ -37,7 +37,13 @@ NOT_FINGERPRINTED = frozenset(
 )
 #: Flags added after checkpoints were first written, left out of the fingerprint at their default so
 #: that a checkpoint written before them still resumes.
-LATER_FLAGS = {"distill_replaces_labels": False, "anchor_weight": 0.0, "replan": False, "distill_shares": {}}
+LATER_FLAGS = {
+    "distill_replaces_labels": False,
+    "anchor_weight": 0.0,
+    "replan": False,
+    "distill_shares": {},
+    "freeze_layers": 0,
+}
 
 
 class CheckpointError(RuntimeError):

@@ -75,6 +75,7 @@ from dialogue_ranker.training.dev_scoring import (
     write_calibration,
 )
 from dialogue_ranker.training.distill import Ensemble
+from dialogue_ranker.training.freezing import freeze
 from dialogue_ranker.training.recover import dequantized_ranker
 from dialogue_ranker.training.shared_prefix import SharedPrefixRanker
 from dialogue_ranker.training.train_args import build_parser, encoding_of, first_stage, split_shares
@@ -237,6 +238,9 @@ def main(argv: list[str] | None = None) -> dict:
     print("lists:", {n: {"train": len(train[n]), "dev": len(dev[n])} for n in train}, flush=True)
     pair = args.layout == "pair"
     encoder, model = load_start(start, args, pair=pair)
+    if args.freeze_layers:
+        frozen = freeze(model, args.freeze_layers)
+        print(f"--freeze-layers {args.freeze_layers}: {frozen:,} weights kept as they start", flush=True)
     teachers = load_teachers(args, pair=pair)
     try:
         outcome = train_epochs(

@@ -186,6 +186,15 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "--max-steps); the run records the steps it took",
     )
     p.add_argument(
+        "--freeze-layers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="keep the embeddings and the encoder's first N layers as they start (training/freezing.py): "
+        "a fine-tune moves only the upper layers and the head, and a step's backward pass stops at "
+        "layer N",
+    )
+    p.add_argument(
         "--replan",
         action="store_true",
         help="with --max-seconds: after each epoch, shorten the schedule (the learning rate's decay and "
