@@ -207,6 +207,20 @@ def test_adapt_passes_the_anchor_to_training_and_its_probes_only_when_asked(tmp_
     assert float(flags[flags.index("--anchor-weight") + 1]) == 300
 
 
+def test_adapt_freezes_layers_in_training_and_its_probes_only_when_asked_and_replans(tmp_path: Path) -> None:
+    from dialogue_ranker.adapt.args import build_parser
+    from dialogue_ranker.adapt.train_phase import base_flags
+
+    argv, _ = adapt_train_argv(tmp_path)
+    assert "--freeze-layers" not in argv
+    assert "--replan" in argv  # the plan aims high; the run fits its schedule to its own rate
+    argv, _ = adapt_train_argv(tmp_path, "--freeze-layers", "3")
+    assert argv[argv.index("--freeze-layers") + 1] == "3"
+    args = build_parser(None).parse_args(["--lists", "a.jsonl", "--out", "o", "--freeze-layers", "3"])
+    flags = base_flags(args, base_facts(tmp_path))  # the probes time the cheaper step
+    assert flags[flags.index("--freeze-layers") + 1] == "3"
+
+
 def test_adapt_chooses_the_best_epoch_by_the_teams_dev_lists_unless_told_otherwise(tmp_path: Path) -> None:
     from dialogue_ranker.adapt.report import chosen_by
 
