@@ -39,13 +39,18 @@ def test_a_flag_added_later_leaves_older_checkpoints_resumable_at_its_default() 
     )
 
 
-def test_taught_lists_learn_the_teacher_alone_and_the_others_their_labels_alone() -> None:
+def four_lists() -> tuple[argparse.Namespace, list[RankingList], torch.Tensor]:
+    """The loss's flags, four lists of two candidates (the first right) and their served logits."""
     args = argparse.Namespace(tau=3.0, pointwise_weight=0.5)
     lists = [
         RankingList((Turn("user", "hi"),), (Candidate("a", 1), Candidate("b", 0)), group=str(i))
         for i in range(4)
     ]
-    served = torch.tensor([[1.0, -1.0], [0.5, 0.2], [-1.0, 1.0], [0.0, 0.0]])
+    return args, lists, torch.tensor([[1.0, -1.0], [0.5, 0.2], [-1.0, 1.0], [0.0, 0.0]])
+
+
+def test_taught_lists_learn_the_teacher_alone_and_the_others_their_labels_alone() -> None:
+    args, lists, served = four_lists()
     distilled = torch.tensor(2.0)
     loss = taught_or_labelled(served, lists, args, distilled, [True, False, True, False])
     expected = 0.5 * distilled + 0.5 * label_loss(served[[1, 3]], [lists[1], lists[3]], args)
@@ -57,12 +62,7 @@ def test_each_named_file_mixes_its_labels_and_the_teacher_at_its_own_share() -> 
     from dialogue_ranker.training.distill import distillation_loss
     from dialogue_ranker.training.list_loss import mixed_by_share
 
-    args = argparse.Namespace(tau=3.0, pointwise_weight=0.5)
-    lists = [
-        RankingList((Turn("user", "hi"),), (Candidate("a", 1), Candidate("b", 0)), group=str(i))
-        for i in range(4)
-    ]
-    served = torch.tensor([[1.0, -1.0], [0.5, 0.2], [-1.0, 1.0], [0.0, 0.0]])
+    args, lists, served = four_lists()
     teacher = torch.tensor([[0.0, 2.0], [1.0, 1.0], [2.0, 0.0], [-1.0, 1.0]])
     present = torch.ones(4, 2, dtype=torch.bool)
     shares = [0.8, 0.0, 0.8, 1.0]  # two lists of one file at 0.8, one unnamed, one taught alone
