@@ -106,13 +106,23 @@ def train_argv(args: argparse.Namespace, layout: Layout, prepared: dict[str, Any
         "--patience", str(budget.PATIENCE),
         "--dev-lists", str(plan["dev_lists"]),
         "--checkpoint-every", str(max(1, plan["steps"] // CHECKPOINTS)),
-        "--replan",
     ]  # fmt: skip
     if args.select_on == "team":
         argv += ["--select-on", layout.team.stem]
     if args.limit:
         argv += ["--limit", str(args.limit)]
     return argv + guard_flags(args, base, replay)
+
+
+def time_flags(seconds: float) -> list[str]:
+    """``ranker train``'s time limit for a phase of ``seconds``, and its schedule fitted to it.
+
+    The last dev check, the run's calibration and its save come after the last step, so the limit
+    is the phase less their share. The plan aims high (:data:`~dialogue_ranker.adapt.step_probe.
+    PLAN_OVER_PROBE`); ``--replan`` cuts the schedule to the run's own rate after each epoch.
+    """
+    stepping = seconds * (1 - budget.TRAIN_END_SHARE)
+    return ["--max-seconds", f"{max(MIN_SECONDS, stepping):.0f}", "--replan"]
 
 
 def run_training(args: argparse.Namespace, layout: Layout, state: State, *, seconds: float) -> dict[str, Any]:
@@ -125,9 +135,7 @@ def run_training(args: argparse.Namespace, layout: Layout, state: State, *, seco
             print(f"train: continuing from {checkpoint.checkpoints(layout.run)[-1]}", flush=True)
         print("ranker train " + " ".join(argv), flush=True)
         started = time.perf_counter()
-        # The last dev check, the run's calibration and its save come after the last step.
-        stepping = seconds * (1 - budget.TRAIN_END_SHARE)
-        train.main([*argv, "--max-seconds", f"{max(MIN_SECONDS, stepping):.0f}", *resume])
+        train.main([*argv, *time_flags(seconds), *resume])
         print(f"train: {time.perf_counter() - started:.0f} s", flush=True)
     metrics = json.loads((layout.run / "metrics.json").read_text())
     history = metrics["history"]

@@ -31,16 +31,17 @@ import torch
 KEEP = 2
 FOLDER = "checkpoints"
 #: Flags that do not change which steps a run takes, so a run may resume with other values (``out``:
-#: a run directory may be moved between its pieces).
+#: a run directory may be moved between its pieces). The time limit and ``--replan``, which fits the
+#: schedule to it, can end a run early, but the length a re-plan chose is the schedule's own field:
+#: a resumed run continues on it.
 NOT_FINGERPRINTED = frozenset(
-    {"resume", "checkpoint_every", "stop_after_steps", "threads", "max_seconds", "out", "patience"}
+    {"resume", "checkpoint_every", "stop_after_steps", "threads", "max_seconds", "replan", "out", "patience"}
 )
 #: Flags added after checkpoints were first written, left out of the fingerprint at their default so
 #: that a checkpoint written before them still resumes.
 LATER_FLAGS = {
     "distill_replaces_labels": False,
     "anchor_weight": 0.0,
-    "replan": False,
     "distill_shares": {},
     "freeze_layers": 0,
 }
