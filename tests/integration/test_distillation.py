@@ -225,3 +225,16 @@ def test_the_model_card_lists_the_soup_members_then_the_distilled_stage(run, sug
     assert "0.5 x run A + 0.5 x run B" in interpolation_line(config)
     assert "fitted on the soup" not in interpolation_line(config)
     assert distillation_line(json.loads((soup / "config.json").read_text())) == ""
+
+
+def test_a_teacher_share_per_file_trains_and_the_run_records_it(run, sugar_lists, tmp_path):
+    from dialogue_ranker.training import train
+
+    out = tmp_path / "shared"
+    result = train.main(
+        ["--data", str(sugar_lists), "--teacher", f"{run}:1", "--distill-on", "sugar:0.85",
+         "--max-steps", "1", "--out", str(out), *SMALL]
+    )  # fmt: skip
+    assert result["steps"] == 1
+    config = json.loads((out / "config.json").read_text())
+    assert config["distill_on"] == ["sugar"] and config["distill_shares"] == {"sugar": 0.85}
