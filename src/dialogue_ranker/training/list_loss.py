@@ -151,16 +151,16 @@ def loss_of(
         return label_loss(served, batch, args)
     target = teachers.logits(views.batch.logits)
     present = views.batch.present().to(logits.device)
+    shares = getattr(args, "distill_shares", None)
+    if shares:  # each file its own mix: the taught mask below is not needed
+        names = {str(s.path): s.name for s in args.data}
+        per_list = [shares.get(names.get(list_file(x), ""), 0.0) for x in batch]
+        return mixed_by_share(served, batch, args, (logits, target, present), per_list, views.per_row)
     taught_lists, taught = None, None
     if args.distill_on:
         files = data_files(args, args.distill_on)
         taught_lists = [list_file(x) in files for x in batch]
         taught = views.per_row(taught_lists).to(logits.device)
-    shares = getattr(args, "distill_shares", None)
-    if shares:
-        names = {str(s.path): s.name for s in args.data}
-        per_list = [shares.get(names.get(list_file(x), ""), 0.0) for x in batch]
-        return mixed_by_share(served, batch, args, (logits, target, present), per_list, views.per_row)
     distilled = distillation_loss(logits, target, present, taught)
     if getattr(args, "distill_replaces_labels", False) and taught_lists is not None:
         return taught_or_labelled(served, batch, args, distilled, taught_lists)
