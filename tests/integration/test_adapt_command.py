@@ -135,6 +135,7 @@ def test_the_step_probes_time_real_steps_of_the_team_and_the_replay_and_leave_no
     )
     team, whole = probe["measured_seconds_per_step"], probe["replay_seconds_per_step"]
     assert team > 0 and whole > 0
+    assert probe["precision"] == "fp32" and "precision_seconds" not in probe  # given, so not timed
     # the planned rate: a replay list per four of the team's, aimed high (--replan cuts it to fit)
     planned = (team + 0.25 * whole) / 1.25 * PLAN_OVER_PROBE
     assert probe["seconds_per_step"] == pytest.approx(planned, abs=2e-3)

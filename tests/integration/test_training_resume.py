@@ -113,3 +113,36 @@ def test_frozen_layers_keep_their_start_and_the_layers_above_learn(tmp_path, sug
     assert all(not torch.equal(start[k], after[k]) for k in moved)
     with pytest.raises(DataError, match="the encoder has 6 layers"):
         train.main([*_flags(sugar_lists, tmp_path / "too-many"), "--freeze-layers", "7"])
+
+
+def test_auto_precision_times_both_leaves_no_trace_and_a_resumed_run_keeps_its_choice(
+    tmp_path, sugar_lists, monkeypatch
+):
+    from dialogue_ranker.training import backbone, precision_probe
+
+    monkeypatch.setattr(backbone, "has_fast_bf16", lambda: True)  # as on a CPU that flags AVX-512 BF16
+    timed = train.main([*_flags(sugar_lists, tmp_path / "auto"), "--precision", "auto"])
+    chosen = timed["training_precision"]
+    assert set(timed["precision_seconds"]) == {"fp32", "bf16"} and all(timed["precision_seconds"].values())
+    assert chosen == min(timed["precision_seconds"], key=timed["precision_seconds"].get)
+    # The timed passes leave no trace: the run is the one given its precision outright.
+    given = train.main([*_flags(sugar_lists, tmp_path / "given"), "--precision", chosen])
+    assert given["precision_seconds"] == {} and given["history"] == timed["history"]
+    a = SharedPrefixRanker.load(tmp_path / "auto" / "ranker").state_dict()
+    b = SharedPrefixRanker.load(tmp_path / "given" / "ranker").state_dict()
+    assert [name for name in a if not torch.equal(a[name], b[name])] == []
+
+    # A killed run's checkpoint holds the choice; the resumed run times nothing and keeps it.
+    other = "bf16" if chosen == "fp32" else "fp32"
+    monkeypatch.setattr(precision_probe, "faster", lambda *a: (other, {"fp32": 1.0, "bf16": 1.0}))
+    pieces = tmp_path / "pieces"
+    with pytest.raises(SystemExit):
+        train.main([*_flags(sugar_lists, pieces), "--precision", "auto", "--stop-after-steps", "3"])
+
+    def timing_again(*a):
+        raise AssertionError("a resumed run timed its precision again")
+
+    monkeypatch.setattr(precision_probe, "faster", timing_again)
+    resumed = train.main([*_flags(sugar_lists, pieces), "--precision", "auto", "--resume"])
+    assert resumed["training_precision"] == other
+    assert json.loads((pieces / "config.json").read_text())["training_precision"] == other

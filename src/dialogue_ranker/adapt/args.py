@@ -86,8 +86,9 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "--precision",
         choices=PRECISIONS,
         default="auto",
-        help="training's forward pass (ranker train --precision): auto is bf16 where the CPU or GPU has "
-        "native bf16 units (AVX-512 BF16, AMX); weights stay fp32",
+        help="training's forward pass (ranker train --precision): auto is bf16 on a GPU that supports "
+        "it and, on a CPU that flags AVX-512 BF16 or AMX, whichever of bf16 and fp32 the step probe "
+        "times faster; weights stay fp32",
     )
     p.add_argument(
         "--train-candidates",

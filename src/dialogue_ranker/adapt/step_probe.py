@@ -57,15 +57,21 @@ def probe_argv(flags: list[str], data: Sequence[Path], batches: int, out: Path) 
     ]  # fmt: skip
 
 
-def timed(argv: list[str], out: Path) -> float:
-    """Run one probe; its seconds a step, the first left out."""
+def timed(argv: list[str], out: Path) -> dict:
+    """Run one probe; its ``metrics.json`` (``seconds_per_step``: the first step left out)."""
     if out.exists():  # a probe a kill interrupted
         shutil.rmtree(out)
     with contextlib.redirect_stdout(io.StringIO()):  # the run's dev report: not the user's business
         train.main(argv)
-    rate = float(json.loads((out / "metrics.json").read_text())["seconds_per_step"])
+    metrics = json.loads((out / "metrics.json").read_text())
     shutil.rmtree(out)
-    return rate
+    return metrics
+
+
+def with_precision(flags: list[str], precision: str) -> list[str]:
+    """``flags`` with ``--precision`` set to ``precision`` (the team's probe chose it)."""
+    kept = [f for i, f in enumerate(flags) if "--precision" not in (f, flags[i - 1] if i else None)]
+    return [*kept, "--precision", precision]
 
 
 def seconds_per_step(
@@ -75,22 +81,30 @@ def seconds_per_step(
     *,
     replay: Sequence[tuple[Path, float]],
     replay_flags: list[str],
-) -> dict[str, float]:
-    """Each probe's measured rate, the rate the run will see, and the probes' whole time.
+) -> dict:
+    """Each probe's measured rate, the rate the run will see, the precision, and the probes' time.
+
+    The team's probe resolves ``--precision`` (``auto`` times fp32 against bf16 where the CPU flags
+    bf16: :mod:`dialogue_ranker.training.precision_probe`); the replay's probe and the run are
+    given what it chose, so that they time nothing again.
 
     ``team_flags``: the run's flags for the team's lists; ``replay``: each replay file and its lists
     per list of the team's (none: the team's probe alone); ``replay_flags``: the run's flags for them
     (the guard's teacher).
     """
     started = time.perf_counter()
-    team_rate = timed(probe_argv(team_flags, [team], PROBE_STEPS, out), out)
-    facts = {"measured_seconds_per_step": round(team_rate, 3)}
+    metrics = timed(probe_argv(team_flags, [team], PROBE_STEPS, out), out)
+    team_rate, precision = float(metrics["seconds_per_step"]), metrics["training_precision"]
+    facts: dict = {"measured_seconds_per_step": round(team_rate, 3), "precision": precision}
+    if metrics.get("precision_seconds"):
+        facts["precision_seconds"] = metrics["precision_seconds"]
     share = sum(weight for _, weight in replay)
     rate = team_rate
     if replay:
         batches = math.ceil(PROBE_STEPS / len(replay))
         files = [path for path, _ in replay]
-        replay_rate = timed(probe_argv(replay_flags, files, batches, out), out)
+        replay_argv = probe_argv(with_precision(replay_flags, precision), files, batches, out)
+        replay_rate = float(timed(replay_argv, out)["seconds_per_step"])
         facts["replay_seconds_per_step"] = round(replay_rate, 3)
         rate = (team_rate + share * replay_rate) / (1 + share)
     return {

@@ -55,17 +55,18 @@ def weights(prepared: dict[str, Any], limit: int | None) -> tuple[float, list[fl
     return team, [weight(r["weight"], r["train_lists"]) for r in replay]
 
 
-def base_flags(args: argparse.Namespace, base: dict[str, Any]) -> list[str]:
+def base_flags(args: argparse.Namespace, base: dict[str, Any], *, precision: str | None = None) -> list[str]:
     """``ranker train``'s flags that every run from the base shares, the step probes' too.
 
-    The start, the base's head, encoding and last-turn view, the optimiser and the precision.
+    The start, the base's head, encoding and last-turn view, the optimiser and the precision
+    (``precision``: what the step probe resolved ``--precision`` to, else the flag as given).
     """
     return [
         "--init-bundle", base["path"],
         "--seed", str(args.seed),
         "--lr", f"{args.lr:g}",
         "--batch-lists", str(BATCH_LISTS),
-        "--precision", args.precision,
+        "--precision", precision or args.precision,
         "--head", base["head"],
         "--max-prefix-tokens", str(base["encoding"]["max_prefix_tokens"]),
         "--max-candidate-tokens", str(base["encoding"]["max_candidate_tokens"]),
@@ -91,8 +92,9 @@ def train_argv(args: argparse.Namespace, layout: Layout, prepared: dict[str, Any
     base, plan = prepared["base"], prepared["plan"]
     team_weight, replay_weights = weights(prepared, args.limit)
     replay = [Replay(r["name"], Path(r["path"]), r["weight"], r["license"]) for r in prepared["replay"]]
+    probe = prepared.get("step_probe") or {}
     argv = [
-        *base_flags(args, base),
+        *base_flags(args, base, precision=probe.get("precision")),
         *team_flags(args, layout.team),
         "--data",
         f"{layout.team}:{team_weight:.6g}",

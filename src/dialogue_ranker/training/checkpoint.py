@@ -114,7 +114,15 @@ def _tuples(value: Any) -> Any:
 
 
 def save(
-    run: Path, *, args: Any, model, optimizer, schedule, loop: LoopState, loop_rng: random.Random
+    run: Path,
+    *,
+    args: Any,
+    model,
+    optimizer,
+    schedule,
+    loop: LoopState,
+    loop_rng: random.Random,
+    precision: str | None = None,
 ) -> Path:
     """Write the loop's state atomically as the newest checkpoint, then drop all but the last :data:`KEEP`."""
     folder = folder_of(run)
@@ -128,6 +136,8 @@ def save(
         "optimizer": optimizer.state_dict(),
         "schedule": schedule.state_dict(),
         "rng": rng_states(loop_rng),
+        # What --precision resolved to: ``auto`` may have timed it, and a resumed run keeps it.
+        "precision": precision,
     }
     final = folder / f"step-{loop.step:08d}.pt"
     temporary = folder / f".{final.name}.{os.getpid()}.tmp"

@@ -66,7 +66,6 @@ from dialogue_ranker.training.backbone import (
     device,
     device_label,
     seed_everything,
-    training_precision,
 )
 from dialogue_ranker.training.dev_scoring import (
     calibrated_report,
@@ -233,8 +232,6 @@ def main(argv: list[str] | None = None) -> dict:
         start = Path(args.init) / "ranker" if init else Path(args.backbone or backbone_dir())
     check_file_names(args)
     train, dev = load_splits(args)
-    precision = training_precision(args.precision)
-    print(f"training precision: {precision}", flush=True)
     print("lists:", {n: {"train": len(train[n]), "dev": len(dev[n])} for n in train}, flush=True)
     pair = args.layout == "pair"
     encoder, model = load_start(start, args, pair=pair)
@@ -249,7 +246,7 @@ def main(argv: list[str] | None = None) -> dict:
             args,
             (train, dev),
             teachers=teachers,
-            precision=precision,
+            precision=args.precision,
             started=started,
             out=out,
         )
@@ -262,7 +259,7 @@ def main(argv: list[str] | None = None) -> dict:
     calibrated, fitted = calibrate_on_dev(model, encoder, dev, out)
     model.save(out / "ranker", start / "tokenizer.json")
     write_calibration(out / "calibration.json", fitted)
-    config = run_config(args, precision=precision, init=init, teachers=teachers, outcome=outcome)
+    config = run_config(args, precision=outcome.precision, init=init, teachers=teachers, outcome=outcome)
     (out / "config.json").write_text(json.dumps(config, indent=2))
     checkpoint.remove(out)  # the run is finished: its weights are in ranker/
     result = {
@@ -274,6 +271,8 @@ def main(argv: list[str] | None = None) -> dict:
         "schedule_steps": outcome.schedule_steps,
         "stopped_by": outcome.stopped_by,
         "seconds_per_step": outcome.seconds_per_step and round(outcome.seconds_per_step, 3),
+        "training_precision": outcome.precision,
+        "precision_seconds": outcome.precision_seconds,
         "train_seconds": round(time.time() - started, 1),
         "lists": {n: {"train": len(train[n]), "dev": len(dev[n])} for n in train},
     }

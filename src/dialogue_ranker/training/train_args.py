@@ -93,8 +93,9 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "--precision",
         choices=PRECISIONS,
         default="fp32",
-        help="training forward pass: fp32, bf16 (autocast; weights stay fp32), or auto (bf16 where the "
-        "GPU or CPU has native bf16 matrix units, e.g. AVX-512 BF16, else fp32); dev scoring is fp32",
+        help="training forward pass: fp32, bf16 (autocast; weights stay fp32), or auto (bf16 on a GPU "
+        "that supports it; on a CPU that flags AVX-512 BF16 or AMX, a few passes of the first batch "
+        "timed in each and the faster kept, else fp32); dev scoring is fp32",
     )
     p.add_argument(
         "--head",

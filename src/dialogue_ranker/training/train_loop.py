@@ -15,7 +15,7 @@ import itertools
 import json
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from dialogue_ranker.data.ranking_data import RankingList
 from dialogue_ranker.serving.list_encoding import ListEncoder
-from dialogue_ranker.training import checkpoint, replan
+from dialogue_ranker.training import checkpoint, precision_probe, replan
 from dialogue_ranker.training.anchor import Anchor
 from dialogue_ranker.training.backbone import autocast, device, make_optimizer, optimizer_step
 from dialogue_ranker.training.dev_scoring import dev_logits, dev_report
@@ -49,6 +49,10 @@ class TrainingOutcome:
     seconds_per_step: float | None = None
     #: The schedule's length at the end: ``planned_steps``, or less where ``--replan`` shortened it.
     schedule_steps: int | None = None
+    #: ``fp32`` or ``bf16``: what ``--precision`` resolved to (``auto`` is measured on some CPUs).
+    precision: str = "fp32"
+    #: Each precision's timed pass where ``auto`` measured them (seconds), else empty.
+    precision_seconds: dict[str, float] = field(default_factory=dict)
 
 
 def centre_bias(model: SharedPrefixRanker, encoder: ListEncoder, lists: list[RankingList]) -> float:
@@ -81,7 +85,9 @@ def train_epochs(
 ) -> TrainingOutcome:
     """Train ``model`` on the train lists; leaves it with the weights of its best epoch on dev.
 
-    ``started`` is the run's start (``time.time()``), which ``--max-seconds`` counts from. With
+    ``precision``: ``--precision`` as given (``auto`` is resolved here, timed where the CPU flags
+    bf16: :mod:`dialogue_ranker.training.precision_probe`). ``started`` is the run's start
+    (``time.time()``), which ``--max-seconds`` counts from. With
     ``out``, a checkpoint goes to ``out/checkpoints/`` every ``--checkpoint-every`` steps, and
     ``--resume`` continues from the newest one. Raises :class:`Stopped` at ``--stop-after-steps``.
     """
@@ -96,14 +102,21 @@ def train_epochs(
     if args.head == "cosine" and not resuming:  # a resumed run's weights already hold the shift
         first = [x for batch in epochs[0][:8] for x in batch]
         print(f"cosine head: bias shifted by {centre_bias(model, encoder, first):.3f}", flush=True)
+    payload, path = checkpoint.load_latest(out, args) if resuming and out is not None else ({}, None)
+    # A resumed run keeps the precision its first start chose (an older checkpoint: choose again).
+    timed: dict[str, float] = {}
+    if payload.get("precision"):
+        precision = payload["precision"]
+    else:
+        first_batch = epochs[0][0] if epochs and epochs[0] else []
+        precision, timed = chosen_precision(model, encoder, args, first_batch, teachers, precision)
+    print(f"training precision: {precision}" + (f" (timed passes, s: {timed})" if timed else ""), flush=True)
     optimizer, schedule = make_optimizer(model, lr=args.lr, total_steps=total)
     planned = total
     # Captured before a checkpoint is restored: the start is the run's, not the checkpoint's.
     anchor = Anchor(model, args.anchor_weight) if getattr(args, "anchor_weight", 0.0) else None
     loop = checkpoint.LoopState()
     if resuming:
-        assert out is not None
-        payload, path = checkpoint.load_latest(out, args)
         loop = checkpoint.restore(payload, model=model, optimizer=optimizer, schedule=schedule, loop_rng=rng)
         total = schedule.lr_lambdas[0].total  # a --replan before the checkpoint shortened it
         print(f"--resume: continuing from {path} (step {loop.step} of {total})", flush=True)
@@ -145,6 +158,7 @@ def train_epochs(
                     schedule=schedule,
                     loop=loop,
                     loop_rng=rng,
+                    precision=precision,
                 )
             if stop_after is not None and loop.step >= stop_after and loop.step < end:
                 bar.close()
@@ -189,7 +203,28 @@ def train_epochs(
         stopped_by = "stop-at"
     taken = loop.step - first_step
     rate = (stepping - set_up) / (taken - 1) if taken > 1 else stepping / taken if taken else None
-    return TrainingOutcome(loop.history, loop.step, planned, stopped_by, rate, total)
+    return TrainingOutcome(loop.history, loop.step, planned, stopped_by, rate, total, precision, timed)
+
+
+def chosen_precision(
+    model: SharedPrefixRanker,
+    encoder: ListEncoder,
+    args: argparse.Namespace,
+    first_batch: list[RankingList],
+    teachers: Ensemble | None,
+    choice: str,
+) -> tuple[str, dict[str, float]]:
+    """``--precision`` resolved: ``auto`` times a few of the first batch's lists where the CPU flags bf16."""
+    choices = precision_probe.options(choice)
+    lists = first_batch[: precision_probe.LISTS]
+    if len(choices) == 1 or not lists:
+        return choices[0] if len(choices) == 1 else "fp32", {}
+    model.train()
+
+    def loss(rng: random.Random) -> torch.Tensor:
+        return loss_of(model, encoder, lists, args, rng, teachers)
+
+    return precision_probe.faster(model, loss, choices)
 
 
 class Stopped(RuntimeError):
