@@ -84,3 +84,20 @@ def test_a_candidate_with_over_confident_probabilities_is_refused_on_calibration
     assert any(line.startswith("| sugar | ece ") for line in worse), printed
     assert not any("precision_at_1" in line or "ndcg_at_3" in line for line in worse)  # the order is the same
     assert "**Refused**" in printed and "sugar / ece" in printed
+
+
+def test_a_bundle_without_the_retriever_a_bank_set_needs_is_refused_before_anything_is_scored(
+    tmp_path, model_dir, sugar_lists, capsys
+):
+    candidate = tmp_path / "candidate"
+    shutil.copytree(model_dir, candidate, ignore=shutil.ignore_patterns("model.onnx", "retriever"))
+    (candidate / "model.onnx").symlink_to(model_dir.resolve() / "model.onnx")
+    suite = small_suite(tmp_path, sugar_lists)
+    with pytest.raises(SystemExit) as refused:
+        release_check.main(
+            ["--candidate", str(candidate), "--shipped", str(model_dir), "--suite", str(suite)]
+        )
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--candidate {candidate} has no retriever" in err and "bank set(s) bank" in err
+    assert "scored in" not in err  # refused before the first set was scored

@@ -38,7 +38,7 @@ from dialogue_ranker.data.ranking_data import DataError
 from dialogue_ranker.evaluation import release_suite as rs
 from dialogue_ranker.evaluation.bootstrap import Interval, Metric, paired_interval, ratio, ratio_rows
 from dialogue_ranker.evaluation.handmade import load_cases, rank_cases
-from dialogue_ranker.serving.model_bundle import load_bundle
+from dialogue_ranker.serving.model_bundle import find_retriever, load_bundle
 
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT_SUITE = REPO / "data" / "release-suite.toml"
@@ -119,6 +119,17 @@ def set_rows(
     return {name: (metrics[name], rows[name]) for name in (s.metrics or rs.supported(rows))}
 
 
+def check_bundles(suite: rs.Suite, bundles: dict[str, Path]) -> None:
+    """Refuse at once a bundle that lacks what a set needs (a bank set: a retriever), not after scoring."""
+    banks = [s.name for s in suite.sets if s.kind == "bank"]
+    for flag, bundle in bundles.items():
+        if banks and find_retriever(bundle) is None:
+            raise DataError(
+                f"{flag} {bundle} has no retriever (retriever/retriever.json), which the suite's bank "
+                f"set(s) {', '.join(banks)} rank with: copy or fit one into the bundle"
+            )
+
+
 def check(suite: rs.Suite, candidate: Path, shipped: Path, *, threads: int) -> Iterator[Row]:
     """Every set's rows, set by set (both bundles scored on a set before the next)."""
     # A fresh cache per check: the release compares what each bundle computes now, nothing kept.
@@ -191,6 +202,7 @@ def _main(argv: list[str] | None) -> int:
             p.error(f"{flag} {path}: not a bundle directory")
     suite = rs.load_suite(args.suite, args.root)
     rs.check_files(suite)  # before any model loads: a missing set fails at once
+    check_bundles(suite, {"--candidate": args.candidate, "--shipped": args.shipped})
     started = time.perf_counter()
     rows = list(check(suite, args.candidate, args.shipped, threads=args.threads))
     text = report(rows, suite, str(args.candidate), str(args.shipped), time.perf_counter() - started)
