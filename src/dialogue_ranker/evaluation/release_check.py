@@ -122,8 +122,10 @@ def set_rows(
 def check_bundles(suite: rs.Suite, bundles: dict[str, Path]) -> None:
     """Refuse at once a bundle that lacks what a set needs (a bank set: a retriever), not after scoring."""
     banks = [s.name for s in suite.sets if s.kind == "bank"]
+    if not banks:
+        return
     for flag, bundle in bundles.items():
-        if banks and find_retriever(bundle) is None:
+        if find_retriever(bundle) is None:
             raise DataError(
                 f"{flag} {bundle} has no retriever (retriever/retriever.json), which the suite's bank "
                 f"set(s) {', '.join(banks)} rank with: copy or fit one into the bundle"

@@ -217,8 +217,8 @@ def chosen_precision(
     """``--precision`` resolved: ``auto`` times a few of the first batch's lists where the CPU flags bf16."""
     choices = precision_probe.options(choice)
     lists = first_batch[: precision_probe.LISTS]
-    if len(choices) == 1 or not lists:
-        return choices[0] if len(choices) == 1 else "fp32", {}
+    if len(choices) == 1 or not lists:  # nothing to weigh, or nothing to time it on: fp32 comes first
+        return choices[0], {}
     model.train()
 
     def loss(rng: random.Random) -> torch.Tensor:
