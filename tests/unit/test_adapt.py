@@ -49,9 +49,9 @@ def test_too_few_dialogues_are_refused_with_the_counts_and_what_to_do() -> None:
 
 
 def test_the_plan_shares_the_budget_and_sizes_the_work_to_it() -> None:
-    small = budget.plan(600, seconds_per_list=0.2, files=5, teacher=False)
+    small = budget.plan(900, seconds_per_list=0.2, files=5, teacher=False)
     large = budget.plan(1800, seconds_per_list=0.2, files=5, teacher=False)
-    assert sum(small.seconds.values()) == pytest.approx(600)
+    assert sum(small.seconds.values()) == pytest.approx(900)
     assert large.steps > small.steps > 0
     assert large.test_lists > small.test_lists >= budget.MIN_LISTS
     assert large.export_dev_lists >= large.dev_lists
@@ -231,3 +231,37 @@ def test_adapt_chooses_the_best_epoch_by_the_teams_dev_lists_unless_told_otherwi
     assert "team's dev" in chosen_by({"train_argv": argv})
     argv, _ = adapt_train_argv(tmp_path, "--select-on", "all")
     assert "--select-on" not in argv and "replay" in chosen_by({"train_argv": argv})
+
+
+def test_the_guard_holds_large_sets_to_the_limit_and_small_ones_to_their_interval() -> None:
+    import numpy as np
+
+    from dialogue_ranker.adapt import regression
+    from dialogue_ranker.evaluation import bootstrap, release_check
+    from dialogue_ranker.evaluation import release_suite as rs
+
+    suite = rs.Suite(path=Path("suite.toml"), sets=(), resamples=500, seed=0)
+    rng = np.random.default_rng(3)
+
+    def row(name: str, items: int, lost: int, gained: int = 0, metric: str = "precision_at_1"):
+        base = (rng.random(items) < 0.8).astype(float)
+        adapted = base.copy()
+        adapted[np.flatnonzero(base)[:lost]] = 0.0  # `lost` right answers now wrong,
+        adapted[np.flatnonzero(base == 0)[:gained]] = 1.0  # and `gained` wrong ones right
+        return release_check.gate(
+            name, bootstrap.ratio(metric), bootstrap.ratio_rows(base), bootstrap.ratio_rows(adapted), suite
+        )
+
+    large_small_drop = row("sugar", 400, 15, 9)  # -0.015: within the limit
+    large_drop = row("sugar-flip", 400, 30, 18)  # -0.030: past the limit, though inside its interval
+    small_drop = row("hand-made", 52, 4, 2)  # -0.038 on 52 items: two requests net, inside the interval
+    small_collapse = row("written", 60, 20)  # -0.33: worse beyond its interval
+    assert not large_drop.failed and not small_drop.failed and small_collapse.failed
+    rows = [large_small_drop, large_drop, small_drop, small_collapse]
+    assert [regression.breaks(r) for r in rows] == [False, True, False, True]
+    assert regression.broken(rows) == [
+        "sugar-flip / precision_at_1 (-0.030)",
+        "written / precision_at_1 (-0.333, 60 items, beyond its interval)",
+    ]
+    # the calibration's rows are never the guard's, however far they move
+    assert not regression.breaks(row("sugar", 400, 100, metric="abstention_accuracy"))

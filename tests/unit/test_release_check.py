@@ -132,6 +132,9 @@ def test_a_suite_entry_is_refused_by_its_set_and_field(tmp_path):
     suite.write_text('[[lists]]\nname = "a"\nfile = "a.jsonl"\nsplitt = "dev"\n')
     with pytest.raises(rs.SuiteError, match="unknown field 'splitt'"):
         rs.load_suite(suite, tmp_path)
+    suite.write_text('[[lists]]\nname = "a"\nfile = "a.jsonl"\nsplit = "dev+tset"\n')
+    with pytest.raises(rs.SuiteError, match=r"\[\[lists\]\] a: split 'dev\+tset'"):
+        rs.load_suite(suite, tmp_path)
     suite.write_text('[[lists]]\nname = "a"\nfile = "a.jsonl"\nsha256 = "00"\n')
     loaded = rs.load_suite(suite, tmp_path)
     with pytest.raises(rs.SuiteError, match="a.jsonl is absent"):
@@ -153,3 +156,22 @@ def test_a_metric_counted_on_too_few_items_gets_no_interval_and_the_margin_decid
         and "| tiny | flip | 3 | 0.667 | 0.333 | -0.333 | - | **worse** |"
         in release_check.markdown([row], SUITE)
     )
+
+
+def test_a_set_may_read_two_parts_of_the_split_and_gets_exactly_their_lists(tmp_path):
+    from dialogue_ranker.data.ranking_data import Candidate, RankingList
+    from dialogue_ranker.evaluation.domains import group_split, held_out
+    from dialogue_ranker.serving.tokenization import Turn
+
+    lists = [
+        RankingList(context=(Turn("user", "Hi."),), candidates=(Candidate("Hello.", 1),), group=f"g{i}")
+        for i in range(400)
+    ]
+    parts = {p: held_out(lists, p) for p in ("dev", "test", "dev+test", "test+dev")}
+    assert len(parts["dev"]) > 20 and len(parts["test"]) > 20
+    assert {x.group for x in parts["dev+test"]} == {x.group for x in parts["dev"] + parts["test"]}
+    assert parts["dev+test"] == parts["test+dev"]  # the file's order, whichever part is named first
+    assert all(group_split(x.group) != "train" for x in parts["dev+test"])
+    suite = tmp_path / "s.toml"
+    suite.write_text('[[lists]]\nname = "a"\nfile = "a.jsonl"\nsplit = "dev+test"\n')
+    assert rs.load_suite(suite, tmp_path).sets[0].split == "dev+test"

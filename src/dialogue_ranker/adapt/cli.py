@@ -22,8 +22,8 @@ Six phases, each recorded in ``OUT/adapt.json`` when done, so a killed command c
    (``--regression-suite``: what the base knew), each metric with its paired bootstrap interval;
 6. **report**: ``OUT/report.md`` and ``OUT/report.png``; the bundle's lineage in its metadata and card.
 
-``--minutes`` covers all six: training gets 70% of what preparing leaves, the export 12%, the
-calibration 4%, the evaluation 14%, training's steps sized from a few measured ones (the step
+``--minutes`` covers all six: training gets 70% of what preparing leaves, the export 11%, the
+calibration 4%, the evaluation 15%, training's steps sized from a few measured ones (the step
 probe) and the other phases' work from a measured scoring rate (:mod:`dialogue_ranker.adapt.budget`).
 The forgetting guard (``--guard``, default ``both``) replays the base's own training lists and has
 the base teach them (:mod:`dialogue_ranker.adapt.guard`), so that no ranking metric of the

@@ -54,6 +54,7 @@ def row_dict(row: Row) -> dict[str, Any]:
         "high": None if math.isnan(i.high) else i.high,
         "verdict": row.verdict.strip("*"),
         "ranking": regression.is_ranking(row),
+        "breaks_guard": regression.breaks(row),
     }
 
 
@@ -82,6 +83,7 @@ def run_comparison(args: argparse.Namespace, layout: Layout, base: Path) -> dict
         # held: None when no ranking metric of the suite could be scored (every set absent).
         "guard": {
             "max_drop": regression.MAX_DROP,
+            "resolving_items": regression.RESOLVING_ITEMS,
             "broken": broken,
             "held": (not broken) if guarded else None,
         },

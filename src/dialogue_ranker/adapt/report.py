@@ -89,12 +89,16 @@ def guard_text(guard: dict[str, Any], verdict: dict[str, Any]) -> str:
     used += f": replay {replay or 'none'}" + (f"; teacher `{guard['teacher']}`." if guard["teacher"] else ".")
     if verdict["held"] is None:
         return used + " **Not checked**: no set of the regression suite is present."
-    if verdict["held"]:
-        limit = verdict["max_drop"]
-        return used + f" **Held**: no ranking metric of the regression suite dropped by more than {limit:g}."
-    return (
-        used + f" **Broken**: dropped by more than {verdict['max_drop']:g}: {', '.join(verdict['broken'])}."
+    limit, items = verdict["max_drop"], verdict.get("resolving_items")
+    rule = f"no ranking metric of the regression suite dropped by more than {limit:g}" + (
+        f" (a set of fewer than {items} items, where one item moves a share by more than {1 / items:g}:"
+        " none worse beyond its interval)"
+        if items
+        else ""
     )
+    if verdict["held"]:
+        return used + f" **Held**: {rule}."
+    return used + f" **Broken** ({rule}): {', '.join(verdict['broken'])}."
 
 
 def chosen_by(state: dict[str, Any]) -> str:

@@ -76,12 +76,14 @@ def group_split(group: str) -> str:
 def held_out(
     lists: Sequence[RankingList], split: str, max_lists: int = 0, seed: int = 0
 ) -> list[RankingList]:
-    """The lists of ``split`` (``all``: every one), a seeded sample of ``max_lists`` when more (0: all).
+    """The lists of ``split``, a seeded sample of ``max_lists`` when more (0: all).
 
-    The evaluation tables' selection: experiments that score the same sets call this too, so their
-    figures are on the same lists.
+    ``split`` is a part of the group split, ``all`` (every list), or parts joined by ``+``
+    (``dev+test``: either, in the file's order). The evaluation tables' selection: experiments that
+    score the same sets call this too, so their figures are on the same lists.
     """
-    kept = [x for x in lists if split == "all" or group_split(x.group) == split]
+    parts = set(split.split("+"))
+    kept = [x for x in lists if split == "all" or group_split(x.group) in parts]
     return random.Random(seed).sample(kept, max_lists) if max_lists and len(kept) > max_lists else kept
 
 

@@ -3,7 +3,8 @@
 The suite is a TOML file (``data/release-suite.toml``): a table per set, so a new set plugs in by
 naming its file. Kinds:
 
-- ``lists``: a ranking-data file (``file``), the part of the group split to read (``split``), a
+- ``lists``: a ranking-data file (``file``), the part of the group split to read (``split``:
+  ``train``, ``dev``, ``test``, ``all``, or parts joined by ``+`` such as ``dev+test``), a
   seeded sample (``max_lists``, ``seed``), the metrics to gate on (``metrics``; default every one
   the lists support) and optionally the file's ``sha256``, which freezes it: another file under
   the same name is refused rather than compared.
@@ -37,6 +38,8 @@ from dialogue_ranker.serving.model_bundle import ModelBundle
 #: The metrics a ``lists`` set can gate on: the per-domain evaluation's columns, in its order.
 LIST_METRICS = COLUMNS
 KINDS = ("lists", "handmade", "bank")
+#: The parts of the group split a set may read (``+`` joins several: ``dev+test``).
+SPLITS = ("train", "dev", "test", "all")
 
 
 class SuiteError(DataError):
@@ -103,6 +106,10 @@ def load_suite(path: Path, root: Path) -> Suite:
             if "file" not in values:
                 raise SuiteError(f"{where}: needs a file")
             values["file"] = root / values["file"]
+            parts = str(values.get("split", "test")).split("+")
+            if any(part not in SPLITS for part in parts):
+                why = f"one of {SPLITS}, or parts joined by '+'"
+                raise SuiteError(f"{where}: split {values['split']!r}: {why}")
             values["metrics"] = tuple(values.get("metrics", ()))
             bad = [x for x in values["metrics"] if x not in LIST_METRICS]
             if kind != "lists" and values["metrics"] or bad:
