@@ -55,3 +55,21 @@ def test_shipped_model_calibration_is_monotonic(model_dir):
 
     bundle = load_bundle(model_dir)
     assert np.all(np.diff(bundle.calibration(GRID)) >= 0)
+
+
+def test_the_export_refuses_a_graph_whose_logits_do_not_order_the_calibration_lists():
+    from dialogue_ranker.data.ranking_data import Candidate, RankingList
+    from dialogue_ranker.export.calibration_choice import calibrate_on
+    from dialogue_ranker.serving.tokenization import Turn
+
+    lists = [
+        RankingList((Turn("user", f"Hi {i}."),), (Candidate("Right.", 1), Candidate("No.", 0)), group=f"g{i}")
+        for i in range(6)
+    ]
+    ordered = {"team": [np.array([2.0, -1.0]) for _ in lists]}
+    assert calibrate_on("team", {"team": lists}, ordered)["maps"]["platt"].params["a"] > 0
+    backwards = {"team": [np.array([-1.0 - i / 10, 2.0]) for i in range(len(lists))]}  # wrong replies first
+    with pytest.raises(
+        SystemExit, match=r"calibration on team \(6 dev lists, 12 candidates\): .*no better than chance"
+    ):
+        calibrate_on("team", {"team": lists}, backwards)

@@ -152,7 +152,16 @@ def calibrate_on(
     """
     chosen = list(dev) if names is None else names.split(",")
     refuse_unknown_files("--calibrate-on", chosen, dev)
-    fitted = fit_calibration({n: dev[n] for n in chosen}, {n: logits[n] for n in chosen})
+    try:
+        fitted = fit_calibration({n: dev[n] for n in chosen}, {n: logits[n] for n in chosen})
+    except ValueError as e:  # a map that falls as the logit rises: nothing to ship
+        lists = sum(len(dev[n]) for n in chosen)
+        candidates = sum(len(x.candidates) for n in chosen for x in dev[n])
+        raise SystemExit(
+            f"calibration on {', '.join(chosen)} ({lists} dev lists, {candidates} candidates): {e}. "
+            "The exported graph ranks these lists no better than chance, so nothing is exported: "
+            "train longer, or calibrate on more lists (--calibrate-on, --dev-lists)."
+        ) from None
     return {**fitted, "calibrated_on": chosen}
 
 
