@@ -104,7 +104,7 @@ def test_logged_traffic_and_feedback_adapt_the_ranker_that_is_then_served(
             "--out",
             str(out),
             "--minutes",
-            "3",
+            "8",  # training's share (a quarter at least) holds its two steps on a busy host
             "--limit",
             "8",
             "--max-steps",
