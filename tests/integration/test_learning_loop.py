@@ -110,7 +110,7 @@ def test_logged_traffic_and_feedback_adapt_the_ranker_that_is_then_served(
             "--max-steps",
             "2",
             "--precision",
-            os.environ.get("LOOP_TEST_PRECISION", "fp32"),  # not timed: a busy host must not pick the weights
+            "fp32",  # not timed: a busy host must not pick the weights
             "--replay",
             f"{sugar_lists}:0.5",
             "--guard",

@@ -135,6 +135,9 @@ def test_a_suite_entry_is_refused_by_its_set_and_field(tmp_path):
     suite.write_text('[[lists]]\nname = "a"\nfile = "a.jsonl"\nsplit = "dev+tset"\n')
     with pytest.raises(rs.SuiteError, match=r"\[\[lists\]\] a: split 'dev\+tset'"):
         rs.load_suite(suite, tmp_path)
+    suite.write_text('[[lists]]\nname = "a"\nfile = "a.jsonl"\nsplit = "all+dev"\n')  # all is whole
+    with pytest.raises(rs.SuiteError, match=r"split 'all\+dev'"):
+        rs.load_suite(suite, tmp_path)
     suite.write_text('[[lists]]\nname = "a"\nfile = "a.jsonl"\nsha256 = "00"\n')
     loaded = rs.load_suite(suite, tmp_path)
     with pytest.raises(rs.SuiteError, match="a.jsonl is absent"):

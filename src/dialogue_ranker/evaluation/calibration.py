@@ -13,13 +13,17 @@ from dialogue_ranker.evaluation import metrics
 from dialogue_ranker.serving.calibration import Calibrator
 
 
+class UnorderedLogits(ValueError):
+    """The logits do not order the classes: a Platt fit would fall as the logit rises."""
+
+
 def fit_platt(logits: Sequence[float], outcomes: Sequence[int]) -> Calibrator:
     """Platt scaling: p = sigmoid(a * logit + b), fitted by (nearly unregularised) logistic regression."""
     x = np.asarray(logits, dtype=np.float64).reshape(-1, 1)
     model = LogisticRegression(C=1e4).fit(x, np.asarray(outcomes))
     a, b = float(model.coef_[0, 0]), float(model.intercept_[0])
     if a <= 0:
-        raise ValueError("Platt fit gave a non-increasing map: the logits do not separate the classes")
+        raise UnorderedLogits("Platt fit gave a non-increasing map: the logits do not separate the classes")
     return Calibrator(method="platt", params={"a": a, "b": b})
 
 

@@ -38,8 +38,8 @@ from dialogue_ranker.serving.model_bundle import ModelBundle
 #: The metrics a ``lists`` set can gate on: the per-domain evaluation's columns, in its order.
 LIST_METRICS = COLUMNS
 KINDS = ("lists", "handmade", "bank")
-#: The parts of the group split a set may read (``+`` joins several: ``dev+test``).
-SPLITS = ("train", "dev", "test", "all")
+#: The parts of the group split a set may read (``+`` joins several: ``dev+test``), or ``all``.
+SPLITS = ("train", "dev", "test")
 
 
 class SuiteError(DataError):
@@ -106,9 +106,9 @@ def load_suite(path: Path, root: Path) -> Suite:
             if "file" not in values:
                 raise SuiteError(f"{where}: needs a file")
             values["file"] = root / values["file"]
-            parts = str(values.get("split", "test")).split("+")
-            if any(part not in SPLITS for part in parts):
-                why = f"one of {SPLITS}, or parts joined by '+'"
+            split = str(values.get("split", "test"))
+            if split != "all" and any(part not in SPLITS for part in split.split("+")):
+                why = f"all, one of {SPLITS}, or parts joined by '+'"
                 raise SuiteError(f"{where}: split {values['split']!r}: {why}")
             values["metrics"] = tuple(values.get("metrics", ()))
             bad = [x for x in values["metrics"] if x not in LIST_METRICS]

@@ -18,6 +18,7 @@ import numpy as np
 
 from dialogue_ranker.data.ranking_data import RankingList
 from dialogue_ranker.evaluation import metrics
+from dialogue_ranker.evaluation.calibration import UnorderedLogits
 from dialogue_ranker.evaluation.scoring import score_lists, view_logits
 from dialogue_ranker.export.graph_checks import views_speed
 from dialogue_ranker.export.run_stages import training_stages
@@ -154,7 +155,7 @@ def calibrate_on(
     refuse_unknown_files("--calibrate-on", chosen, dev)
     try:
         fitted = fit_calibration({n: dev[n] for n in chosen}, {n: logits[n] for n in chosen})
-    except ValueError as e:  # a map that falls as the logit rises: nothing to ship
+    except UnorderedLogits as e:  # a map that falls as the logit rises: nothing to ship
         lists = sum(len(dev[n]) for n in chosen)
         candidates = sum(len(x.candidates) for n in chosen for x in dev[n])
         raise SystemExit(
