@@ -105,6 +105,35 @@ def test_each_guard_gives_ranker_train_its_teacher_flags(tmp_path: Path) -> None
         train_flags("both", base, [])
 
 
+def test_the_team_teacher_gives_every_taught_file_its_share_as_ranker_train_reads_it(tmp_path: Path) -> None:
+    from dialogue_ranker.training.train import parse_args as train_args
+
+    replay = [replay_of(tmp_path / "sugar.jsonl"), replay_of(tmp_path / "topical-chat.jsonl")]
+    base = tmp_path / "base"
+    data = ["--data", "team.jsonl", "--data", "sugar.jsonl", "--data", "topical-chat.jsonl", "--out", "o"]
+
+    def shares(guard: str, replay_files: list) -> dict[str, float]:
+        flags = train_flags(guard, base, replay_files, team_share=0.2)
+        assert flags[:2] == ["--teacher", f"{base}:1"]
+        return train_args([*data, *flags]).distill_shares
+
+    # The replay keeps the guard's mix; the team's lists learn 0.8 labels + 0.2 the base's outputs.
+    assert shares("both", replay) == {"sugar": 0.5, "topical-chat": 0.5, "team": 0.2}
+    assert shares("distill", replay) == {"sugar": 1.0, "topical-chat": 1.0, "team": 0.2}
+    assert shares("replay", replay) == {"team": 0.2}
+    assert shares("none", []) == {"team": 0.2}
+    assert train_flags("replay", base, replay, team_share=0.0) == []
+
+
+def test_adapt_refuses_a_team_teacher_share_outside_zero_to_one(tmp_path: Path, capsys) -> None:
+    from dialogue_ranker.adapt.args import parse_args
+
+    for share in ("1", "-0.1"):
+        with pytest.raises(SystemExit):
+            parse_args(["--lists", "a.jsonl", "--out", str(tmp_path), "--team-teacher", share], None)
+        assert f"--team-teacher {float(share):g} is not a share below 1" in capsys.readouterr().err
+
+
 def test_a_resumed_run_must_have_the_first_runs_arguments(tmp_path: Path) -> None:
     out = tmp_path / "out"
     State.open(out, {"lists": ["a.jsonl"], "minutes": 30, "resume": False}, resume=False)

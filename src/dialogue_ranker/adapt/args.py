@@ -31,6 +31,9 @@ LEARNING_RATE = 5e-5
 ANCHOR_WEIGHT = 0.0
 #: ``ranker train --freeze-layers``: 0 until a measured run chooses otherwise.
 FREEZE_LAYERS = 0
+#: The base's share of the team's own lists' targets (adapt/guard.py): 0 until a measured run
+#: chooses otherwise.
+TEAM_TEACHER = 0.0
 
 
 def build_parser(description: str | None) -> argparse.ArgumentParser:
@@ -113,6 +116,15 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "--freeze-layers): cheaper steps, and what those layers knew is kept",
     )
     p.add_argument(
+        "--team-teacher",
+        type=float,
+        default=TEAM_TEACHER,
+        metavar="SHARE",
+        help="the base's outputs' share of your lists' targets (learning without forgetting; 0: their "
+        "labels alone; below 1). The step probe does not time the teacher on your lists: the schedule is "
+        "re-planned after the first epoch",
+    )
+    p.add_argument(
         "--select-on",
         choices=("team", "all"),
         default="team",
@@ -152,6 +164,8 @@ def parse_args(argv: list[str] | None, description: str | None) -> argparse.Name
         p.error(f"--minutes {args.minutes:g} is not positive")
     if not 0 < args.lr < 1:
         p.error(f"--lr {args.lr:g} is not a learning rate (between 0 and 1)")
+    if not 0 <= args.team_teacher < 1:
+        p.error(f"--team-teacher {args.team_teacher:g} is not a share below 1 (at 1 no label teaches)")
     if args.freeze_layers < 0:  # more than the base has: ranker train names its layer count
         p.error(f"--freeze-layers {args.freeze_layers} is negative")
     for flag, value in (("--limit", args.limit), ("--max-steps", args.max_steps)):

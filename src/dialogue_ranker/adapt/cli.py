@@ -92,7 +92,7 @@ class Adaptation:
 
     def write_report(self) -> dict[str, Any]:
         """The lineage into the bundle, then ``report.md`` and ``report.png``."""
-        adapted_by = lineage.lineage(self.args.guard, self.state.data["phases"])
+        adapted_by = lineage.lineage(self.args.guard, self.state.data["phases"], self.args.team_teacher)
         lineage.record(self.layout.bundle, adapted_by)
         comparison = json.loads(self.layout.comparison.read_text())
         exported = self.state.facts("export")

@@ -12,6 +12,10 @@ on the regression suite (:mod:`dialogue_ranker.adapt.regression`) to :data:`MAX_
   (``--distill-weight 0.5``);
 - ``none``: the team's lists alone.
 
+Beside any of them, ``--team-teacher SHARE`` has the base teach the team's own lists too: each
+learns ``(1 - SHARE) x`` its labels ``+ SHARE x`` the base's outputs (learning without forgetting,
+Li and Hoiem, ECCV 2016), the one guard that reaches the lists every step trains on.
+
 Replay reads only data the base may have been trained on and a model may ship with: by default the
 regression suite's lists files that are present and whose dataset the project knows the licence of
 (SUGAR, Topical-Chat, the project's written situations: what 2.10.0 trained on). DailyDialog++
@@ -115,8 +119,13 @@ def distills(guard: str) -> bool:
     return guard in ("distill", "both")
 
 
-def train_flags(guard: str, base: Path, replay: Sequence[Replay]) -> list[str]:
+def train_flags(guard: str, base: Path, replay: Sequence[Replay], team_share: float = 0.0) -> list[str]:
     """``ranker train``'s flags for the guard's teacher (the replay files are ``--data`` entries).
+
+    ``team_share``: the base's outputs' share of the team's own lists' targets (``ranker adapt
+    --team-teacher``; 0: their labels alone). Given, every taught file gets its share by name, each
+    list counting once (``ranker train --distill-on NAME:SHARE``): the replay's lists keep the mix
+    the guard gives them (``both``: half each; ``distill``: the base's alone).
 
     Raises:
         DataError: a guard that needs replay files when there are none.
@@ -126,6 +135,11 @@ def train_flags(guard: str, base: Path, replay: Sequence[Replay]) -> list[str]:
             f"--guard {guard} needs replay files: name them with --replay FILE, or make the regression "
             "suite's files (its comment says how), or pass --guard none"
         )
+    if team_share > 0:
+        replay_share = {"both": BOTH_WEIGHT, "distill": 1.0}.get(guard)
+        taught = [f"{r.name}:{replay_share:g}" for r in replay] if replay_share is not None else []
+        return ["--teacher", f"{base}:1", *sum((["--distill-on", t] for t in taught), []),
+                "--distill-on", f"{TEAM}:{team_share:g}"]  # fmt: skip
     if not distills(guard):
         return []
     flags = ["--teacher", f"{base}:1"]

@@ -21,8 +21,11 @@ from dialogue_ranker.serving.model_bundle import METADATA_FILE
 ADAPTED_BY = "adapted_by"
 
 
-def lineage(guard: str, phases: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """``adapted_by`` from the finished phases' facts (the report's phase, still running, excluded)."""
+def lineage(guard: str, phases: dict[str, dict[str, Any]], team_teacher: float = 0.0) -> dict[str, Any]:
+    """``adapted_by`` from the finished phases' facts (the report's phase, still running, excluded).
+
+    ``team_teacher``: the base's share of the team's own lists' targets (``--team-teacher``).
+    """
     prepared, trained, exported = phases["prepare"], phases["train"], phases["export"]
     base = prepared["base"]
     replay = [
@@ -38,7 +41,8 @@ def lineage(guard: str, phases: dict[str, dict[str, Any]]) -> dict[str, Any]:
             "kind": guard if replay else "none",
             "asked": guard,
             "replay": replay,
-            "teacher": base["id"] if replay and distills(guard) else None,
+            "teacher": base["id"] if (replay and distills(guard)) or team_teacher else None,
+            "team_teacher": team_teacher,
         },
         "training": {k: trained[k] for k in ("steps", "planned_steps", "stopped_by", "best_epoch")}
         | {"seconds": trained["seconds"]},

@@ -102,7 +102,7 @@ def prepare(args: argparse.Namespace, layout: Layout, *, seconds_left: float) ->
             layout.team,
             layout.probe,
             replay=[(r.path, r.weight) for r in replay],
-            replay_flags=[*flags, *guard_flags(args, base, replay)],
+            replay_flags=[*flags, *guard_flags(args, base, replay, team=False)],
         )
         print(f"step probe: {json.dumps(step)}", flush=True)
     spent = time.perf_counter() - started

@@ -82,9 +82,16 @@ def team_flags(args: argparse.Namespace, team: Path) -> list[str]:
     return ["--train-candidates", str(args.train_candidates), "--train-candidates-on", team.stem]
 
 
-def guard_flags(args: argparse.Namespace, base: dict[str, Any], replay: list[Replay]) -> list[str]:
-    """The guard's teacher flags for the replay files (none without replay), the probe's too."""
-    return train_flags(args.guard if replay else "none", base["path"], replay)
+def guard_flags(
+    args: argparse.Namespace, base: dict[str, Any], replay: list[Replay], *, team: bool = True
+) -> list[str]:
+    """The guard's teacher flags (none without replay or ``--team-teacher``), the replay probe's too.
+
+    ``team``: with ``--team-teacher``'s share of the team's lists; the replay's probe trains on the
+    replay files alone, so it leaves it out.
+    """
+    share = args.team_teacher if team else 0.0
+    return train_flags(args.guard if replay else "none", base["path"], replay, share)
 
 
 def train_argv(args: argparse.Namespace, layout: Layout, prepared: dict[str, Any]) -> list[str]:
