@@ -53,11 +53,24 @@ def test_the_plan_shares_the_budget_and_sizes_the_work_to_it() -> None:
     large = budget.plan(1800, seconds_per_list=0.2, files=5, teacher=False)
     assert sum(small.seconds.values()) == pytest.approx(900)
     assert large.steps > small.steps > 0
-    assert large.test_lists > small.test_lists >= budget.MIN_LISTS
+    assert small.test_lists >= budget.MIN_TEST_LISTS
+    fast = {"seconds_per_list": 0.05, "files": 5, "teacher": False}  # past the floor, the share sizes them
+    assert budget.plan(1800, **fast).test_lists > budget.plan(900, **fast).test_lists > budget.MIN_TEST_LISTS
     assert large.export_dev_lists >= large.dev_lists
     taught = budget.plan(1800, seconds_per_list=0.2, files=5, teacher=True)
     assert taught.steps < large.steps  # the teacher's forward pass is paid for
     assert budget.plan(1800, seconds_per_list=0.2, files=5, teacher=False, max_steps=3).steps == 3
+
+
+def test_a_slow_host_still_scores_enough_team_test_lists_to_read_a_lift_paid_for_by_training() -> None:
+    # the fifteenth persona run's host: 0.26 s a list, where the suite's estimate fills the share
+    slow = budget.plan(1720, seconds_per_list=0.261, files=5, teacher=True, seconds_per_step=4.1)
+    assert slow.test_lists == budget.MIN_TEST_LISTS
+    both = 1 + budget.ADAPTED_GRAPH_COST
+    suite = budget.SUITE_COST_LISTS * both / 2
+    assert slow.seconds["evaluate"] == pytest.approx((suite + both * budget.MIN_TEST_LISTS) * 0.261)
+    assert slow.seconds["evaluate"] > 1720 * budget.SHARES["evaluate"]
+    assert sum(slow.seconds.values()) == pytest.approx(1720)  # training gave it up
 
 
 def test_a_measured_step_rate_sizes_training_instead_of_the_scoring_rate() -> None:
