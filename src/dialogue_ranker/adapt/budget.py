@@ -9,7 +9,7 @@ needs more than its share, training gives it up, down to a quarter of the budget
 | train | 70% | planned steps (the step probe's rate), dev checks and lists; ``--max-seconds`` stops it |
 | export | 11% | the dev lists per file its graphs are checked on |
 | calibrate | 4% | the team's dev lists each runtime's map is fitted on |
-| evaluate | 15% | the team's test lists both bundles are compared on, at least 200 (the suite's are its own) |
+| evaluate | 15% | the team's test lists both bundles are compared on, 200 or more (the suite's: its own) |
 
 Sizes come from two measurements: the step probe trains a few steps from the base
 (:mod:`dialogue_ranker.adapt.step_probe`), which sizes training, and the rate probe scores a few
