@@ -307,3 +307,41 @@ def test_the_guard_holds_large_sets_to_the_limit_and_small_ones_to_their_interva
     ]
     # the calibration's rows are never the guard's, however far they move
     assert not regression.breaks(row("sugar", 400, 100, metric="abstention_accuracy"))
+
+
+def test_the_evaluation_scores_the_team_test_lists_the_time_left_fits_never_fewer_than_planned() -> None:
+    fit = budget.test_lists_that_fit
+    cost = (1 + budget.ADAPTED_GRAPH_COST) * 0.25  # both bundles score each list
+    assert fit(0, seconds_per_list=0.25, planned=200, available=4000) == 200  # late: the plan's
+    assert (
+        fit(100 * cost / budget.TEST_GROWTH_SHARE, seconds_per_list=0.25, planned=20, available=4000) == 100
+    )
+    assert fit(10**6, seconds_per_list=0.25, planned=20, available=4000) == budget.MAX_LISTS
+    assert fit(10**6, seconds_per_list=0.25, planned=20, available=300) == 300  # no more than there are
+
+
+def test_a_larger_team_test_sample_is_drawn_from_the_test_part_and_written_over_the_plans(
+    tmp_path: Path,
+) -> None:
+    from dialogue_ranker.adapt.compare import team_test_lists
+    from dialogue_ranker.adapt.layout import Layout
+    from dialogue_ranker.data.ranking_data import read_lists
+    from dialogue_ranker.evaluation.domains import held_out
+
+    layout = Layout(tmp_path / "out")
+    layout.data.mkdir(parents=True)
+    lists = lists_of(400)
+    write_lists(layout.team, lists)
+    test = split_team(lists).test
+    write_lists(layout.team_test, held_out(test, "all", 10, 13))
+    plan = {"seconds_per_list": 0.25}
+    args = argparse.Namespace(limit=None, seed=13)
+    assert len(team_test_lists(args, layout, plan, seconds=0)) == 10  # no time left: the plan's
+    smoke = argparse.Namespace(limit=5, seed=13)
+    assert len(team_test_lists(smoke, layout, plan, seconds=10**6)) == 10  # a smoke run keeps it
+    grown = team_test_lists(args, layout, plan, seconds=10**6)
+    assert len(grown) == len(test) > 10  # every test list fits
+    assert {x.group for x in grown} == {x.group for x in test}  # the test part's, never train's
+    assert [x.group for x in read_lists(layout.team_test)] == [
+        x.group for x in grown
+    ]  # the file is what was scored

@@ -85,7 +85,9 @@ class Adaptation:
             "train": lambda: run_training(a, layout, self.state, seconds=self.phase_seconds("train")),
             "export": lambda: run_export(a, layout, self.state.facts("prepare")),
             "calibrate": lambda: run_calibration(a, layout),
-            "evaluate": lambda: run_comparison(a, layout, base),
+            "evaluate": lambda: run_comparison(
+                a, layout, base, self.state.facts("prepare")["plan"], self.seconds_left
+            ),
             "report": self.write_report,
         }
         return steps[phase]()

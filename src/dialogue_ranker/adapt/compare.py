@@ -12,13 +12,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dialogue_ranker.adapt import regression
+from dialogue_ranker.adapt import budget, regression
 from dialogue_ranker.adapt.layout import Layout
-from dialogue_ranker.data.ranking_data import RankingList, read_lists
+from dialogue_ranker.adapt.split import split_team
+from dialogue_ranker.data.ranking_data import RankingList, read_lists, write_lists
 from dialogue_ranker.evaluation import release_suite as rs
+from dialogue_ranker.evaluation.domains import held_out
 from dialogue_ranker.evaluation.release_check import Row, gate
 from dialogue_ranker.serving.model_bundle import load_bundle
 
@@ -58,14 +61,48 @@ def row_dict(row: Row) -> dict[str, Any]:
     }
 
 
-def run_comparison(args: argparse.Namespace, layout: Layout, base: Path) -> dict[str, Any]:
-    """Score both bundles, write ``comparison.json``; returns the guard's verdict and the suite's settings."""
+def team_test_lists(
+    args: argparse.Namespace, layout: Layout, plan: dict[str, Any], seconds: float
+) -> list[RankingList]:
+    """The team's test sample: the plan's, or a larger one where the time left fits more.
+
+    The plan sized it before training; a run that ends early leaves time the plan could not count
+    on. A smoke run (``--limit``) keeps the plan's. A larger sample is drawn as the plan's was and
+    written over ``layout.team_test``, so that the file is what was scored.
+    """
+    planned = read_lists(layout.team_test)
+    if args.limit:
+        return planned
+    test = split_team(read_lists(layout.team)).test
+    count = budget.test_lists_that_fit(
+        seconds, seconds_per_list=plan["seconds_per_list"], planned=len(planned), available=len(test)
+    )
+    if count <= len(planned):
+        return planned
+    grown = held_out(test, "all", count, args.seed)
+    write_lists(layout.team_test, grown)
+    print(f"evaluate: the time left fits {count} team test lists (the plan's: {len(planned)})", flush=True)
+    return grown
+
+
+def run_comparison(
+    args: argparse.Namespace,
+    layout: Layout,
+    base: Path,
+    plan: dict[str, Any],
+    seconds_left: Callable[[], float],
+) -> dict[str, Any]:
+    """Score both bundles, write ``comparison.json``; returns the guard's verdict and the suite's settings.
+
+    The suite first, then the team's test lists, as many as the budget left fits (``seconds_left``:
+    the budget's clock; ``plan``: prepare's).
+    """
     suite, absent = regression.load_present(args.regression_suite, args.suite_root, args.limit)
-    test = read_lists(layout.team_test)
-    print(f"evaluate: {len(test)} team test lists, both bundles", flush=True)
-    team = team_rows(test, adapted=layout.bundle, base=base, suite=suite, threads=args.threads)
     print(f"evaluate: regression suite {suite.path.name}, {len(suite.sets)} sets", flush=True)
     suite_rows = regression.score(suite, adapted=layout.bundle, base=base, threads=args.threads)
+    test = team_test_lists(args, layout, plan, seconds_left())
+    print(f"evaluate: {len(test)} team test lists, both bundles", flush=True)
+    team = team_rows(test, adapted=layout.bundle, base=base, suite=suite, threads=args.threads)
     broken = regression.broken(suite_rows)
     guarded = any(regression.is_ranking(r) for r in suite_rows)
     comparison = {
