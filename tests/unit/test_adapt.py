@@ -334,12 +334,12 @@ def test_a_larger_team_test_sample_is_drawn_from_the_test_part_and_written_over_
     write_lists(layout.team, lists)
     test = split_team(lists).test
     write_lists(layout.team_test, held_out(test, "all", 10, 13))
-    plan = {"seconds_per_list": 0.25}
+    prepared = {"plan": {"seconds_per_list": 0.25}, "split": {"counts": split_team(lists).counts()}}
     args = argparse.Namespace(limit=None, seed=13)
-    assert len(team_test_lists(args, layout, plan, seconds=0)) == 10  # no time left: the plan's
+    assert len(team_test_lists(args, layout, prepared, seconds=0)) == 10  # no time left: the plan's
     smoke = argparse.Namespace(limit=5, seed=13)
-    assert len(team_test_lists(smoke, layout, plan, seconds=10**6)) == 10  # a smoke run keeps it
-    grown = team_test_lists(args, layout, plan, seconds=10**6)
+    assert len(team_test_lists(smoke, layout, prepared, seconds=10**6)) == 10  # a smoke run keeps it
+    grown = team_test_lists(args, layout, prepared, seconds=10**6)
     assert len(grown) == len(test) > 10  # every test list fits
     assert {x.group for x in grown} == {x.group for x in test}  # the test part's, never train's
     assert [x.group for x in read_lists(layout.team_test)] == [

@@ -86,7 +86,7 @@ class Adaptation:
             "export": lambda: run_export(a, layout, self.state.facts("prepare")),
             "calibrate": lambda: run_calibration(a, layout),
             "evaluate": lambda: run_comparison(
-                a, layout, base, self.state.facts("prepare")["plan"], self.seconds_left
+                a, layout, base, self.state.facts("prepare"), self.seconds_left
             ),
             "report": self.write_report,
         }

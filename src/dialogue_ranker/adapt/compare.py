@@ -18,7 +18,6 @@ from typing import Any
 
 from dialogue_ranker.adapt import budget, regression
 from dialogue_ranker.adapt.layout import Layout
-from dialogue_ranker.adapt.split import split_team
 from dialogue_ranker.data.ranking_data import RankingList, read_lists, write_lists
 from dialogue_ranker.evaluation import release_suite as rs
 from dialogue_ranker.evaluation.domains import held_out
@@ -62,24 +61,28 @@ def row_dict(row: Row) -> dict[str, Any]:
 
 
 def team_test_lists(
-    args: argparse.Namespace, layout: Layout, plan: dict[str, Any], seconds: float
+    args: argparse.Namespace, layout: Layout, prepared: dict[str, Any], seconds: float
 ) -> list[RankingList]:
     """The team's test sample: the plan's, or a larger one where the time left fits more.
 
     The plan sized it before training; a run that ends early leaves time the plan could not count
-    on. A smoke run (``--limit``) keeps the plan's. A larger sample is drawn as the plan's was and
-    written over ``layout.team_test``, so that the file is what was scored.
+    on. A smoke run (``--limit``) keeps the plan's. A larger sample is drawn as the plan's was (the
+    same seed, from the test part, whose size prepare recorded) and written over
+    ``layout.team_test``, so that the file is what was scored; the team's lists are read again only
+    then.
     """
     planned = read_lists(layout.team_test)
     if args.limit:
         return planned
-    test = split_team(read_lists(layout.team)).test
     count = budget.test_lists_that_fit(
-        seconds, seconds_per_list=plan["seconds_per_list"], planned=len(planned), available=len(test)
+        seconds,
+        seconds_per_list=prepared["plan"]["seconds_per_list"],
+        planned=len(planned),
+        available=prepared["split"]["counts"]["test"]["lists"],
     )
     if count <= len(planned):
         return planned
-    grown = held_out(test, "all", count, args.seed)
+    grown = held_out(read_lists(layout.team), "test", count, args.seed)
     write_lists(layout.team_test, grown)
     print(f"evaluate: the time left fits {count} team test lists (the plan's: {len(planned)})", flush=True)
     return grown
@@ -89,18 +92,18 @@ def run_comparison(
     args: argparse.Namespace,
     layout: Layout,
     base: Path,
-    plan: dict[str, Any],
+    prepared: dict[str, Any],
     seconds_left: Callable[[], float],
 ) -> dict[str, Any]:
     """Score both bundles, write ``comparison.json``; returns the guard's verdict and the suite's settings.
 
     The suite first, then the team's test lists, as many as the budget left fits (``seconds_left``:
-    the budget's clock; ``plan``: prepare's).
+    the budget's clock; ``prepared``: prepare's facts).
     """
     suite, absent = regression.load_present(args.regression_suite, args.suite_root, args.limit)
     print(f"evaluate: regression suite {suite.path.name}, {len(suite.sets)} sets", flush=True)
     suite_rows = regression.score(suite, adapted=layout.bundle, base=base, threads=args.threads)
-    test = team_test_lists(args, layout, plan, seconds_left())
+    test = team_test_lists(args, layout, prepared, seconds_left())
     print(f"evaluate: {len(test)} team test lists, both bundles", flush=True)
     team = team_rows(test, adapted=layout.bundle, base=base, suite=suite, threads=args.threads)
     broken = regression.broken(suite_rows)
