@@ -55,6 +55,18 @@ KNOWN_MISSES = {
     # Unseen pairs (11 of the 12 right):
     "design-meeting-accepts",
 }
+#: Cases whose pick and runner-up are nearer than the runtimes' arithmetic differs, with the gap
+#: measured: int8 products (ONNX Runtime; OpenVINO where the CPU has VNNI or AMX) rank the pick
+#: first, exact fp32 arithmetic (OpenVINO f32 on an AVX2-only CPU, which dequantizes the int8
+#: weights) ranks the runner-up first. The service's count (45 of 52) is on int8 products; on such a
+#: CPU it is 44. Each is asserted as a near tie: the pick first, or second within NEAR_TIE_LOGITS.
+NEAR_TIES = {
+    # 2.10.0: pick 1.536, runner-up 1.526 (OpenVINO f32, int8 products); 1.518 and 1.547 in fp32.
+    "pharmacy-hours-accepts",
+}
+#: How far (in logits) a near tie's runner-up may lead: three times the largest gap measured above.
+NEAR_TIE_LOGITS = 0.1
+
 #: 2.10.0 ranks the window first at 0.917, over the bundle's threshold (0.447), with "I do not
 #: know." second at 0.224 (OpenVINO bf16, as `--backend auto` picks here). 2.9.0: 0.873 over 0.450
 #: and 0.225. 2.8.0: 0.698 over 0.438 and "Pizza is great." at 0.421 (2.7.0: the same scores over
@@ -97,6 +109,11 @@ def results(model_dir: Path) -> dict:
 def test_the_person_s_pick_ranks_first(results, body, pick):
     answer = results[pick.name]
     top = answer["ranking"][0]
+    if pick.name in NEAR_TIES and top["id"] != pick.picked_id:
+        second = answer["ranking"][1]
+        assert second["id"] == pick.picked_id, (pick.name, answer["ranking"])
+        assert top["logit"] - second["logit"] < NEAR_TIE_LOGITS, (pick.name, answer["ranking"])
+        return
     assert top["id"] == pick.picked_id, (pick.name, answer["ranking"])
 
 

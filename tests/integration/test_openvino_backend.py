@@ -19,6 +19,7 @@ from dialogue_ranker.serving.backends import auto, factory
 from dialogue_ranker.serving.backends import openvino as openvino_module
 from dialogue_ranker.serving.backends.onnx import OnnxBackend
 from dialogue_ranker.serving.backends.openvino import OpenVinoBackend, openvino_available
+from dialogue_ranker.serving.cpu import int8_dot_products
 from dialogue_ranker.serving.errors import BackendUnavailable
 from dialogue_ranker.serving.list_encoding import ListEncoder
 from dialogue_ranker.serving.model_bundle import ModelBundle, load_bundle
@@ -128,7 +129,19 @@ async def test_auto_checks_every_runtime_and_reports_its_choice(model_dir: Path)
     choice = listed["backend_choice"]
     assert choice["mode"] == "auto" and listed["backend"] == choice["backend"]
     trials = {(t["runtime"], t["precision"]): t for t in choice["trials"]}
-    assert trials[("onnx", "int8")]["accepted"] and trials[("openvino", "f32")]["accepted"]
+    tolerance = Settings().auto
+    for t in trials.values():  # each verdict follows from its own figures
+        if t["top1_agreement"] is not None:
+            within = (
+                t["top1_agreement"] >= tolerance.min_top1_agreement
+                and t["mean_abs_diff"] <= tolerance.max_mean_abs_diff
+            )
+            assert t["accepted"] == within, t
+    assert trials[("openvino", "f32")]["accepted"]
+    if int8_dot_products():
+        assert trials[("onnx", "int8")]["accepted"]
+    else:  # ONNX Runtime's AVX2 u8s8 kernels saturate in 16 bits (cpu.INT8_DOT_FLAGS)
+        assert "top-1 agreement" in trials[("onnx", "int8")]["note"], trials
     # The fastest serves, or of those within TIE_MARGIN of it (timing noise), the nearest fp32.
     accepted = [t for t in trials.values() if t["accepted"]]
     fastest = max(t["candidates_per_s"] for t in accepted)
@@ -249,7 +262,7 @@ def test_evaluation_scores_with_the_weights_asked_for(model_dir: Path) -> None:
 
     bundle, samples = bundle_and_samples(model_dir)
     names = list(bundle.ranker.input_names)
-    worst = {}
+    worst: dict[str, float] = {}
     for weights in ("fp32", "int8"):
         sess = session(bundle.ranker.path, threads=1, backend="openvino", precision="f32", weights=weights)
         logits = [b.readout(sess.run(None, b.as_feeds(names))[0]) for b in samples.batches]
@@ -257,7 +270,11 @@ def test_evaluation_scores_with_the_weights_asked_for(model_dir: Path) -> None:
             float(np.max(np.abs(z.reshape(-1) - r))) for z, r in zip(logits, samples.reference, strict=True)
         ]
         worst[weights] = max(diffs)
-    assert worst["fp32"] < 1e-3 < worst["int8"], worst
+    assert worst["fp32"] < 1e-3, worst
+    if int8_dot_products():
+        assert worst["int8"] > 1e-3, worst
+    else:  # the f32 plugin has no int8 kernels here: it dequantizes the weights, the same arithmetic
+        assert worst["int8"] < 1e-3, worst
 
 
 @needs_openvino

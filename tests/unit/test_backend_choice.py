@@ -93,6 +93,35 @@ def test_auto_refuses_a_runtime_out_of_tolerance_however_fast(tmp_path: Path) ->
     assert "mean abs. difference" in refused.note and refused.mean_abs_diff > 0.01  # type: ignore[operator]
 
 
+def test_a_refusal_names_every_check_that_failed() -> None:
+    assert TOLERANCE.refuses(0.95, 0.005) == ""
+    assert TOLERANCE.refuses(0.875, 0.005) == "top-1 agreement 0.875 < 0.9"
+    assert TOLERANCE.refuses(0.875, 0.02) == "top-1 agreement 0.875 < 0.9, mean abs. difference 0.0200 > 0.01"
+
+
+@pytest.mark.parametrize(("flags", "expected"), [({"avx2"}, False), ({"avx2", "avx_vnni"}, True),
+                                                 ({"avx512_vnni"}, True), ({"amx_int8"}, True)])  # fmt: skip
+def test_int8_dot_products_are_read_from_the_cpu_flags(flags, expected) -> None:
+    from dialogue_ranker.serving.cpu import int8_dot_products
+
+    assert int8_dot_products(frozenset(flags)) is expected
+
+
+@pytest.mark.parametrize("dot_products", [True, False])
+def test_a_forced_onnx_int8_backend_warns_only_on_a_cpu_without_int8_dot_products(
+    model_dir: Path, monkeypatch, caplog, dot_products: bool
+) -> None:
+    from dialogue_ranker.serving.model_bundle import load_bundle
+
+    monkeypatch.setattr(factory, "int8_dot_products", lambda: dot_products)
+    spec = load_bundle(model_dir).ranker
+    assert spec.precision == "int8"  # the shipped graph: the case the warning is for
+    with caplog.at_level("WARNING", logger=factory.__name__):
+        factory.build_backend(Settings(backend="onnx", model=model_dir), spec)
+    warned = [r for r in caplog.records if "no int8 dot products" in r.getMessage()]
+    assert len(warned) == (0 if dot_products else 1)
+
+
 def test_auto_falls_back_to_the_first_runtime_when_none_is_within_tolerance(tmp_path: Path) -> None:
     samples = write_tiny_samples(tmp_path)
     options = [Option("onnx", "int8", lambda: FakeBackend(score_fn=shifted(1.0)))]

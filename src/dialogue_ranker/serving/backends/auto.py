@@ -73,12 +73,16 @@ class Tolerance:
     max_mean_abs_diff: float
 
     def refuses(self, top1: float, mean_abs_diff: float) -> str:
-        """Why scores with this agreement are refused ('' when they are accepted)."""
+        """Every check these scores fail, joined ('' when they are accepted).
+
+        Both are named when both fail: an operator who loosens one should know the other holds too.
+        """
+        failed = []
         if top1 < self.min_top1_agreement:
-            return f"top-1 agreement {top1:.3f} < {self.min_top1_agreement}"
+            failed.append(f"top-1 agreement {top1:.3f} < {self.min_top1_agreement}")
         if mean_abs_diff > self.max_mean_abs_diff:
-            return f"mean abs. difference {mean_abs_diff:.4f} > {self.max_mean_abs_diff}"
-        return ""
+            failed.append(f"mean abs. difference {mean_abs_diff:.4f} > {self.max_mean_abs_diff}")
+        return ", ".join(failed)
 
 
 @dataclass(frozen=True)
