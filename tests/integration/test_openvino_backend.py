@@ -129,14 +129,11 @@ async def test_auto_checks_every_runtime_and_reports_its_choice(model_dir: Path)
     choice = listed["backend_choice"]
     assert choice["mode"] == "auto" and listed["backend"] == choice["backend"]
     trials = {(t["runtime"], t["precision"]): t for t in choice["trials"]}
-    tolerance = Settings().auto
-    for t in trials.values():  # each verdict follows from its own figures
+    limits = Settings().auto
+    tolerance = auto.Tolerance(limits.min_top1_agreement, limits.max_mean_abs_diff)
+    for t in trials.values():  # each measured verdict follows from its own figures
         if t["top1_agreement"] is not None:
-            within = (
-                t["top1_agreement"] >= tolerance.min_top1_agreement
-                and t["mean_abs_diff"] <= tolerance.max_mean_abs_diff
-            )
-            assert t["accepted"] == within, t
+            assert t["accepted"] == (not tolerance.refuses(t["top1_agreement"], t["mean_abs_diff"])), t
     assert trials[("openvino", "f32")]["accepted"]
     if int8_dot_products():
         assert trials[("onnx", "int8")]["accepted"]

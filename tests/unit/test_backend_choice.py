@@ -15,7 +15,7 @@ from dialogue_ranker.serving.backends.auto import AutoBackend, Option, Tolerance
 from dialogue_ranker.serving.backends.fake import FakeBackend, hashed_logit
 from dialogue_ranker.serving.backends.openvino import resolve_precision, resolve_weights
 from dialogue_ranker.serving.calibration import Calibrator
-from dialogue_ranker.serving.cpu import cpu_flags, native_bf16
+from dialogue_ranker.serving.cpu import cpu_flags, int8_dot_products, native_bf16
 from dialogue_ranker.serving.errors import BackendError
 from dialogue_ranker.serving.samples import agreement, load_samples, write_samples
 from dialogue_ranker.serving.settings import Settings
@@ -102,8 +102,6 @@ def test_a_refusal_names_every_check_that_failed() -> None:
 @pytest.mark.parametrize(("flags", "expected"), [({"avx2"}, False), ({"avx2", "avx_vnni"}, True),
                                                  ({"avx512_vnni"}, True), ({"amx_int8"}, True)])  # fmt: skip
 def test_int8_dot_products_are_read_from_the_cpu_flags(flags, expected) -> None:
-    from dialogue_ranker.serving.cpu import int8_dot_products
-
     assert int8_dot_products(frozenset(flags)) is expected
 
 

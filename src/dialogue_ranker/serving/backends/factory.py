@@ -39,11 +39,13 @@ def build_backend(settings: Settings, spec: OnnxModelSpec) -> AnyBackend:
     """The backend named by ``settings.backend`` for one ONNX graph of the bundle."""
     if settings.backend == "onnx":
         if spec.precision == "int8" and not int8_dot_products():
-            # auto measures this and serves another runtime; a forced choice is the operator's, said once.
+            # auto measures this and serves another runtime; a forced choice is the operator's, said at
+            # start for each int8 graph it applies to.
             logger.warning(
-                "backend onnx: this CPU has no int8 dot products (VNNI, AMX): ONNX Runtime's int8 kernels "
-                "saturate and its scores stray from the fp32 reference (top-1 agreement 0.875 on an "
-                "AVX2-only Zen 3); --backend auto or openvino serves f32 within tolerance"
+                "backend onnx (%s): this CPU has no int8 dot products (VNNI, AMX): ONNX Runtime's int8 "
+                "kernels saturate and its scores stray from the fp32 reference (top-1 agreement 0.875 on "
+                "an AVX2-only Zen 3); --backend auto or openvino serves f32 within tolerance",
+                spec.path.name,
             )
         return onnx_backend(settings, spec)
     if settings.backend == "openvino":
