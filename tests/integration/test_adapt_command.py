@@ -87,7 +87,13 @@ def test_adapt_resumes_after_a_kill_and_writes_a_bundle_and_a_report(
     assert data["phases"]["train"]["steps"] == 2
 
     bundle, base = load_bundle(layout.bundle), load_bundle(model_dir)
-    assert (bundle.views.last_turn, bundle.views.prior) == (base.views.last_turn, base.views.prior)
+    # The views' weights are chosen on the team's dev lists: the bundle serves the grid's best point.
+    fit = data["phases"]["export"]["views_fit"]
+    assert fit["given"] == {"last_turn_weight": base.views.last_turn, "prior_weight": base.views.prior}
+    served = {"last_turn_weight": bundle.views.last_turn, "prior_weight": bundle.views.prior}
+    assert fit["chosen"] == served and fit["on"] == ["team"]
+    best = max(r["precision_at_1"] for r in fit["grid"])
+    assert [r["precision_at_1"] for r in fit["grid"] if {k: r[k] for k in served} == served] == [best]
     lists = read_lists(layout.team_test)[:2]
     probabilities = ListScorer(bundle).probabilities(lists)
     assert all(
@@ -101,6 +107,10 @@ def test_adapt_resumes_after_a_kill_and_writes_a_bundle_and_a_report(
     assert lineage["lists"][0]["file"] == "persona-chat.jsonl" and lineage["guard"]["kind"] == "both"
     assert lineage["training"]["steps"] == 2 and (layout.bundle / "retriever" / "retriever.json").is_file()
     assert "## Lineage" in (layout.bundle / "MODEL_CARD.md").read_text()
+    assert (
+        lineage["views_fitted"] == fit
+        and "Context views chosen on" in (layout.bundle / "MODEL_CARD.md").read_text()
+    )
 
     report = layout.report_md.read_text()
     assert f"base `{base.model_id}`" in report and f"adapted `{bundle.model_id}`" in report

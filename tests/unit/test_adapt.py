@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dialogue_ranker.adapt import budget
+from dialogue_ranker.adapt import budget, regression
 from dialogue_ranker.adapt.guard import REPLAY_WEIGHT, default_replay, parse_replay, replay_of, train_flags
 from dialogue_ranker.adapt.inputs import team_lists
 from dialogue_ranker.adapt.split import split_team
@@ -54,7 +54,7 @@ def test_the_plan_shares_the_budget_and_sizes_the_work_to_it() -> None:
     assert sum(small.seconds.values()) == pytest.approx(900)
     assert large.steps > small.steps > 0
     assert small.test_lists >= budget.MIN_TEST_LISTS
-    fast = {"seconds_per_list": 0.05, "files": 5, "teacher": False}  # past the floor, the share sizes them
+    fast = {"seconds_per_list": 0.02, "files": 5, "teacher": False}  # past the floor, the share sizes them
     assert budget.plan(1800, **fast).test_lists > budget.plan(900, **fast).test_lists > budget.MIN_TEST_LISTS
     assert large.export_dev_lists >= large.dev_lists
     taught = budget.plan(1800, seconds_per_list=0.2, files=5, teacher=True)
@@ -71,6 +71,25 @@ def test_a_slow_host_still_scores_enough_team_test_lists_to_read_a_lift_paid_for
     assert slow.seconds["evaluate"] == pytest.approx((suite + both * budget.MIN_TEST_LISTS) * 0.261)
     assert slow.seconds["evaluate"] > 1720 * budget.SHARES["evaluate"]
     assert sum(slow.seconds.values()) == pytest.approx(1720)  # training gave it up
+
+
+def test_a_short_budget_on_a_slow_host_cuts_the_suite_rather_than_overrun_or_starve_training(
+    tmp_path: Path,
+) -> None:
+    short = budget.plan(900, seconds_per_list=0.2, files=5, teacher=False)
+    assert budget.MIN_SUITE_FRACTION <= short.suite_fraction < 1
+    assert sum(short.seconds.values()) == pytest.approx(900)
+    assert short.seconds["train"] == pytest.approx(900 * budget.MIN_TRAIN_SHARE)
+    assert budget.plan(1800, seconds_per_list=0.2, files=5, teacher=False).suite_fraction == 1.0
+    # The cut reaches the suite's sampled sets; a set scored whole (no max_lists) stays whole.
+    lists = tmp_path / "a.jsonl"
+    lists.write_text("")
+    (tmp_path / "suite.toml").write_text(
+        f'[[lists]]\nname = "big"\nfile = "{lists}"\nmax_lists = 300\n'
+        f'[[lists]]\nname = "whole"\nfile = "{lists}"\n'
+    )
+    suite, absent = regression.load_present(tmp_path / "suite.toml", tmp_path, None, short.suite_fraction)
+    assert [s.max_lists for s in suite.sets] == [round(300 * short.suite_fraction), 0] and absent == []
 
 
 def test_a_measured_step_rate_sizes_training_instead_of_the_scoring_rate() -> None:

@@ -131,6 +131,13 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         help="which dev lists choose the best epoch: yours alone, or yours and the replay's (mean nDCG@3)",
     )
     p.add_argument(
+        "--views",
+        choices=("fit", "base"),
+        default="fit",
+        help="the bundle's context views (last-turn and prior weights): chosen on your dev lists from a "
+        "small grid, the base's kept on a tie (export/view_fit.py), or the base's as they are",
+    )
+    p.add_argument(
         "--lr", type=float, default=LEARNING_RATE, help="the learning rate (ranker train --lr; linear decay)"
     )
     p.add_argument("--seed", type=int, default=13)

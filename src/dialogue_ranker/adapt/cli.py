@@ -15,7 +15,8 @@ Six phases, each recorded in ``OUT/adapt.json`` when done, so a killed command c
    five), stopped at the planned steps, after two checks without a better dev score, or when its
    share is spent;
 3. **export**: ``ranker export``: the graph that holds dev P@1 within 0.01 of fp32 ships (the
-   base's int8 where it holds, fp32 where it does not), with the base's context views;
+   base's int8 where it holds, fp32 where it does not), with the base's context views, their
+   weights chosen on the team's dev part from a small grid (``--views base``: the base's as they are);
 4. **calibrate**: each runtime's map and threshold fitted on the team's dev part (``ranker
    calibrate``'s functions); the bundle is ``OUT/bundle``;
 5. **evaluate**: the base and adapted bundles on the team's test part and the regression suite

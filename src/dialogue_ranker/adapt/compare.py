@@ -100,7 +100,8 @@ def run_comparison(
     The suite first, then the team's test lists, as many as the budget left fits (``seconds_left``:
     the budget's clock; ``prepared``: prepare's facts).
     """
-    suite, absent = regression.load_present(args.regression_suite, args.suite_root, args.limit)
+    fraction = prepared["plan"].get("suite_fraction", 1.0)
+    suite, absent = regression.load_present(args.regression_suite, args.suite_root, args.limit, fraction)
     print(f"evaluate: regression suite {suite.path.name}, {len(suite.sets)} sets", flush=True)
     suite_rows = regression.score(suite, adapted=layout.bundle, base=base, threads=args.threads)
     test = team_test_lists(args, layout, prepared, seconds_left())
@@ -117,6 +118,7 @@ def run_comparison(
             "seed": suite.seed,
             "confidence": suite.confidence,
             "min_items": suite.min_items,
+            "fraction": fraction,
         },
         "team": [row_dict(r) for r in team],
         "regression": [row_dict(r) for r in suite_rows],

@@ -6,8 +6,9 @@ run's dev lists (the team's and the replay files') and ships the fastest whose d
 fp32 (or ``fp16_weights``, when ``--variants`` names it) where int8 loses. ``--max-mb`` is lifted
 to 100 so that fp32 can ship when nothing smaller holds: a team's bundle is not held to the
 repository's budget. The export takes the base bundle's context views (the run records the bundle;
-:mod:`dialogue_ranker.export.base_serving`). The base's retrieval encoder (``retriever/``, for
-response banks) is copied in unchanged.
+:mod:`dialogue_ranker.export.base_serving`) and, unless ``--views base``, chooses their weights on
+the team's dev lists (:mod:`dialogue_ranker.export.view_fit`). The base's retrieval encoder
+(``retriever/``, for response banks) is copied in unchanged.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from dialogue_ranker.adapt.layout import Layout
 from dialogue_ranker.export.__main__ import main as export_main
 from dialogue_ranker.export.variant_choice import accuracy_misses
-from dialogue_ranker.serving.model_bundle import RETRIEVER_DIR
+from dialogue_ranker.serving.model_bundle import METADATA_FILE, RETRIEVER_DIR
 
 #: The export's accuracy rule, as ``ranker export`` defaults it.
 MAX_P1_LOSS = 0.01
@@ -55,7 +56,8 @@ def run_export(args: argparse.Namespace, layout: Layout, prepared: dict[str, Any
          "--max-mb", f"{MAX_MB:g}", "--max-p1-loss", f"{MAX_P1_LOSS:g}",
          "--dev-lists", str(prepared["plan"]["export_dev_lists"]),
          "--speed-requests", str(SPEED_REQUESTS),
-         "--calibrate-on", prepared["team"]["name"]]
+         "--calibrate-on", prepared["team"]["name"],
+         *(["--fit-views-on", prepared["team"]["name"]] if args.views == "fit" else [])]
     )  # fmt: skip
     retriever = args.model / RETRIEVER_DIR
     if retriever.is_dir():
@@ -80,4 +82,10 @@ def run_export(args: argparse.Namespace, layout: Layout, prepared: dict[str, Any
         "version": version,
     }
     print("export:", json.dumps({k: facts[k] for k in ("shipped", "why")}), flush=True)
-    return {**facts, "serving_from": report.get("serving_from"), "views": report.get("views")}
+    return {
+        **facts,
+        "serving_from": report.get("serving_from"),
+        # What the bundle serves (the fitted weights, the prior's re-fitted centre; absent: one view).
+        "views": json.loads((layout.exported / METADATA_FILE).read_text()).get("views"),
+        "views_fit": report.get("views_fit"),
+    }

@@ -47,6 +47,7 @@ def lineage(guard: str, phases: dict[str, dict[str, Any]], team_teacher: float =
         "training": {k: trained[k] for k in ("steps", "planned_steps", "stopped_by", "best_epoch")}
         | {"seconds": trained["seconds"]},
         "serving_settings_from_base": base["views"],
+        "views_fitted": exported.get("views_fit"),
         "export": {"shipped": exported["shipped"], "why": exported["why"]},
         "seconds": {name: facts["seconds"] for name, facts in phases.items()},
     }

@@ -30,8 +30,13 @@ NOT_RANKING = ("ece", "abstention_accuracy")
 RESOLVING_ITEMS = 100
 
 
-def load_present(path: Path, root: Path, limit: int | None) -> tuple[rs.Suite, list[str]]:
-    """The suite with its present sets (``limit``: at most that many lists each), and the absent ones.
+def load_present(
+    path: Path, root: Path, limit: int | None, fraction: float = 1.0
+) -> tuple[rs.Suite, list[str]]:
+    """The suite with its present sets, and the absent ones.
+
+    ``limit``: at most that many lists each; ``fraction``: each set with a ``max_lists`` cut to that
+    share of it (the budget's plan, :attr:`dialogue_ranker.adapt.budget.Plan.suite_fraction`).
 
     Raises:
         dialogue_ranker.evaluation.release_suite.SuiteError: the suite file cannot be read, or a
@@ -40,6 +45,11 @@ def load_present(path: Path, root: Path, limit: int | None) -> tuple[rs.Suite, l
     suite = rs.load_suite(path, root)
     present = [s for s in suite.sets if s.file.is_file()]
     absent = [f"{s.name} ({s.file})" for s in suite.sets if not s.file.is_file()]
+    if fraction < 1:
+        present = [
+            dataclasses.replace(s, max_lists=max(1, round(s.max_lists * fraction))) if s.max_lists else s
+            for s in present
+        ]
     if limit:
         present = [dataclasses.replace(s, max_lists=min(s.max_lists or limit, limit)) for s in present]
     suite = dataclasses.replace(suite, sets=tuple(present))

@@ -54,6 +54,30 @@ def views_text(views: dict[str, float]) -> str:
     return ", ".join(f"{names.get(k, k)} {v:.4g}" for k, v in views.items())
 
 
+def suite_cut_text(fraction: float) -> str:
+    """A caution where the budget cut the suite's sampled sets (empty: it scored them whole)."""
+    if fraction >= 1:
+        return ""
+    return (
+        f"**The budget held {fraction:.0%} of each sampled set's lists** (a short `--minutes` on this host): "
+        "the rows below are noisier than the suite's own; a longer budget scores the whole suite."
+    )
+
+
+def fitted_views_text(fit: dict | None) -> str:
+    """How the views' weights were chosen on the team's dev lists (empty: they were not)."""
+    if not fit:
+        return ""
+    rows = ", ".join(
+        f"{r['last_turn_weight']:g} / {r['prior_weight']:g}: {r['precision_at_1']:.3f}" for r in fit["grid"]
+    )
+    chosen = fit["chosen"]
+    return (
+        f"The weights were chosen on {fit['lists']} of the team's dev lists by P@1 (last-turn / prior: "
+        f"{rows}): {chosen['last_turn_weight']:g} / {chosen['prior_weight']:g}. "
+    )
+
+
 def graph_note(base_precision: str | None, shipped: str) -> str:
     """A caution where the two bundles' graphs differ in precision (their numerics differ too)."""
     adapted = shipped.split("_")[0]
@@ -146,6 +170,7 @@ def render(state: dict[str, Any], comparison: dict[str, Any], adapted_by: dict[s
         for k, m in calibrated["runtimes"].items()
     )
     absent = comparison["suite"]["absent"]
+    served_views = exported.get("views") or {}
     steps_per_s = trained["steps"] / max(trained["train_seconds"], 1e-9)
     probe = prepared.get("step_probe")
     probed = (
@@ -202,6 +227,7 @@ Split by group ({prepared["split"]["rule"]}): the test part is read only here.
 
 `{comparison["suite"]["file"]}`: {", ".join(comparison["suite"]["sets"]) or "no set present"}.
 {("Absent (not scored): " + ", ".join(absent) + ".") if absent else ""}
+{suite_cut_text(comparison["suite"].get("fraction", 1.0))}
 
 {comparison_table(comparison["regression"], base=base, adapted=adapted, level=level)}
 
@@ -221,9 +247,9 @@ Shipped **{exported["shipped"]}**: {exported["why"]}.
 ## Serving settings
 
 Carried over from the base: {views_text(adapted_by["serving_settings_from_base"])}; trained with the
-last-turn view, exported with every view ({views_text(exported.get("views") or {})} once the prior's
-centre is re-fitted on the run's dev lists). Calibration (Platt) and the abstention threshold per
-runtime, fitted on {calibrated["lists"]} of the team's dev lists:
+last-turn view. {fitted_views_text(exported.get("views_fit"))}Served with {views_text(served_views)}
+(a prior's centre is re-fitted on the run's dev lists). Calibration (Platt) and the abstention
+threshold per runtime, fitted on {calibrated["lists"]} of the team's dev lists:
 
 | runtime | a | b | threshold | fitted on |
 | --- | ---: | ---: | ---: | --- |

@@ -20,9 +20,10 @@ from dialogue_ranker.data.ranking_data import RankingList
 from dialogue_ranker.evaluation import metrics
 from dialogue_ranker.evaluation.calibration import UnorderedLogits
 from dialogue_ranker.evaluation.scoring import score_lists, view_logits
+from dialogue_ranker.export import view_fit
 from dialogue_ranker.export.graph_checks import views_speed
 from dialogue_ranker.export.run_stages import training_stages
-from dialogue_ranker.serving.context_views import ViewWeights, combine
+from dialogue_ranker.serving.context_views import ViewWeights
 from dialogue_ranker.serving.list_encoding import ListEncoder
 from dialogue_ranker.training.dev_scoring import fit_calibration, run_dev_lists
 
@@ -39,19 +40,28 @@ def served_dev_logits(
 
     ``logits``: the graph's one-view dev logits, returned as they are when the bundle adds no view.
     Otherwise each view is scored once, the prior centred on the dev lists (``report["views"]``),
-    and the views' speed measured (``report["last_turn_view_speed"]``).
+    and the views' speed measured (``report["last_turn_view_speed"]``). With ``--fit-views-on``
+    the weights are first chosen on those files' dev lists (:mod:`dialogue_ranker.export.view_fit`;
+    ``report["views_fit"]``), the flags' (or the base bundle's) kept on a tie.
     """
     views = ViewWeights(last_turn=args.last_turn_weight, prior=args.prior_weight)
-    if not views.adds_views:
+    fit_on = args.fit_views_on.split(",") if args.fit_views_on else []
+    if not views.adds_views and not fit_on:
         return views, logits
-    per_view = views_logits(sess, encoder, dev, views)
+    if fit_on:
+        refuse_unknown_files("--fit-views-on", fit_on, dev)
+        per_view = views_logits(sess, encoder, dev, view_fit.scoring_weights(views))
+        views, report["views_fit"] = view_fit.fit(fit_on, dev, per_view, views)
+        print("views fitted:", json.dumps(report["views_fit"]), flush=True)
+        if not views.adds_views:
+            return views, {name: [v[0] for v in lists] for name, lists in per_view.items()}
+    else:
+        per_view = views_logits(sess, encoder, dev, views)
     if views.prior > 0:
         centre = prior_centre(per_view, fallback=getattr(args, "base_prior_centre", None))
         views = dataclasses.replace(views, prior_centre=centre)
         report["views"] = views.to_dict()
-    combined = {
-        name: [combine(np.concatenate(v), len(v), views) for v in lists] for name, lists in per_view.items()
-    }
+    combined = {name: [view_fit.served(v, views) for v in lists] for name, lists in per_view.items()}
     multi_turn = [x for lists in dev.values() for x in lists if len(x.context) > 1]
     multi_turn = random.Random(0).sample(multi_turn, min(args.speed_requests, len(multi_turn)))
     if multi_turn:  # single-turn dev lists (SUGAR's) have one view: nothing to time

@@ -274,6 +274,7 @@ def adapted_by_section(adapted: dict[str, Any] | None) -> str:
     replay = ", ".join(f"`{r['file']}` at {r['weight']:g}" for r in guard["replay"]) or "none"
     teacher = "; the base bundle taught the replay lists (`ranker train --teacher`)" * bool(guard["teacher"])
     seconds = ", ".join(f"{phase} {s:.0f} s" for phase, s in adapted["seconds"].items())
+    views = views_fitted_line(adapted.get("views_fitted"))
     return f"""## Lineage
 
 Adapted by `ranker adapt` on {adapted["date"]} from `{base["id"]}` (SHA-256 of its files
@@ -285,5 +286,18 @@ Adapted by `ranker adapt` on {adapted["date"]} from `{base["id"]}` (SHA-256 of i
 
 Split by group ({split["rule"]}): {parts}. Guard `{guard["kind"]}`: replay {replay}{teacher}.
 {training["steps"]} of {training["planned_steps"]} planned steps (stopped by {training["stopped_by"]});
-graph {adapted["export"]["shipped"]}: {adapted["export"]["why"]}. Time: {seconds}.
+graph {adapted["export"]["shipped"]}: {adapted["export"]["why"]}.{views}
+Time: {seconds}.
 """
+
+
+def views_fitted_line(fit: dict[str, Any] | None) -> str:
+    """The lineage's sentence on context views chosen on the team's dev lists ('' where they were not)."""
+    if not fit:
+        return ""
+    given, chosen = fit["given"], fit["chosen"]
+    return (
+        f" Context views chosen on {fit['lists']} of the team's dev lists: last-turn weight "
+        f"{chosen['last_turn_weight']:g}, prior weight {chosen['prior_weight']:g} (the base's "
+        f"{given['last_turn_weight']:g}, {given['prior_weight']:g})."
+    )

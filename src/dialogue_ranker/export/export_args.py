@@ -96,6 +96,14 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "else 0)",
     )
     p.add_argument(
+        "--fit-views-on",
+        default=None,
+        metavar="FILES",
+        help="comma-separated training files of the run whose dev lists choose the context views' "
+        "weights from a small grid, the given ones (flags or base bundle) kept on a tie "
+        "(export/view_fit.py); default: the given ones as they are",
+    )
+    p.add_argument(
         "--serving-from",
         default=None,
         metavar="BUNDLE",
