@@ -171,6 +171,7 @@ def render(state: dict[str, Any], comparison: dict[str, Any], adapted_by: dict[s
     )
     absent = comparison["suite"]["absent"]
     served_views = exported.get("views") or {}
+    centre_note = " (the prior's centre re-fitted on the run's dev lists)" * ("prior_weight" in served_views)
     steps_per_s = trained["steps"] / max(trained["train_seconds"], 1e-9)
     probe = prepared.get("step_probe")
     probed = (
@@ -247,9 +248,10 @@ Shipped **{exported["shipped"]}**: {exported["why"]}.
 ## Serving settings
 
 Carried over from the base: {views_text(adapted_by["serving_settings_from_base"])}; trained with the
-last-turn view. {fitted_views_text(exported.get("views_fit"))}Served with {views_text(served_views)}
-(a prior's centre is re-fitted on the run's dev lists). Calibration (Platt) and the abstention
-threshold per runtime, fitted on {calibrated["lists"]} of the team's dev lists:
+last-turn view. {fitted_views_text(exported.get("views_fit"))}Served with
+{views_text(served_views)}{centre_note}.
+Calibration (Platt) and the abstention threshold per runtime, fitted on {calibrated["lists"]} of the
+team's dev lists:
 
 | runtime | a | b | threshold | fitted on |
 | --- | ---: | ---: | ---: | --- |
