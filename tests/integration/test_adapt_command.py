@@ -116,6 +116,7 @@ def test_adapt_resumes_after_a_kill_and_writes_a_bundle_and_a_report(
     assert f"base `{base.model_id}`" in report and f"adapted `{bundle.model_id}`" in report
     assert "| 95% interval |" in report and "| team test | precision_at_1 |" in report
     assert "| sugar | precision_at_1 |" in report and "## Time per phase" in report
+    assert f"The weights were chosen on {fit['lists']} of the team's dev lists by P@1" in report
     assert layout.report_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
