@@ -54,7 +54,7 @@ def served_dev_logits(
         views, report["views_fit"] = view_fit.fit(fit_on, dev, per_view, views)
         print("views fitted:", json.dumps(report["views_fit"]), flush=True)
         if not views.adds_views:
-            return views, {name: [v[0] for v in lists] for name, lists in per_view.items()}
+            return views, logits
     else:
         per_view = views_logits(sess, encoder, dev, views)
     if views.prior > 0:
