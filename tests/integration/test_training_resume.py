@@ -29,8 +29,11 @@ def _flags(sugar, out):
     ]  # fmt: skip
 
 
-# With --anchor-weight the pull's start must be the run's, not the checkpoint's weights.
-@pytest.mark.parametrize("anchor", [[], ["--anchor-weight", "2000"]], ids=["plain", "anchored"])
+# With --anchor-weight the pull's start must be the run's, not the checkpoint's weights; with --ema
+# the checkpoint must carry the average the dev checks score.
+@pytest.mark.parametrize(
+    "anchor", [[], ["--anchor-weight", "2000"], ["--ema", "0.6"]], ids=["plain", "anchored", "averaged"]
+)
 def test_a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path, sugar_lists, anchor):
     whole, pieces = tmp_path / "whole", tmp_path / "pieces"
     expected = train.main([*_flags(sugar_lists, whole), *anchor])
@@ -77,6 +80,34 @@ def test_the_anchor_pulls_the_encoder_back_to_where_the_run_began(tmp_path, suga
     pulled = encoder_distance(trained("pulled", "--anchor-weight", "2000"), begun)
     held = encoder_distance(trained("held", "--anchor-weight", "1e9"), begun)  # all the way back each step
     assert held == 0.0 < pulled < free
+
+
+def test_ema_keeps_the_average_not_the_last_step_s_weights(tmp_path, sugar_lists):
+    # At a decay near 1 the average stays where the first step left it (torch's first update copies
+    # the weights): the run keeps the weights the same schedule had after its first step, not its last.
+    start = tmp_path / "start"
+    train.main([*_flags(sugar_lists, start), "--max-steps", "2", "--checkpoint-every", "0"])
+    begun = SharedPrefixRanker.load(start / "ranker")
+
+    def trained(name: str, *flags: str) -> tuple[SharedPrefixRanker, dict]:
+        out = tmp_path / name
+        metrics = train.main(
+            [*_flags(sugar_lists, out), "--init", str(start), "--checkpoint-every", "0", *flags]
+        )
+        return SharedPrefixRanker.load(out / "ranker"), metrics
+
+    last, plain = trained("last")
+    first, _ = trained("first", "--stop-at", "1")  # the same schedule, ended after its first step
+    averaged, ema = trained("averaged", "--ema", "0.999999")
+    assert ema["steps"] == plain["steps"] == 5
+    moved = encoder_distance(last, begun)
+    assert encoder_distance(averaged, first) < 0.001 * moved < encoder_distance(averaged, last)
+    assert ema["history"][-1]["dev"] != plain["history"][-1]["dev"]  # the dev check scored the average
+    from dialogue_ranker.export.card_lines import stage_schedule
+
+    card = stage_schedule(json.loads((tmp_path / "averaged" / "config.json").read_text()))
+    assert "the weights' moving average kept (decay 0.999999)" in card
+    assert "moving average" not in stage_schedule(json.loads((tmp_path / "last" / "config.json").read_text()))
 
 
 def test_replan_cuts_the_schedule_to_what_the_run_s_own_rate_fits_in_its_seconds(tmp_path, sugar_lists):

@@ -9,7 +9,7 @@ from dialogue_ranker.adapt.guard import GUARDS, parse_replay
 from dialogue_ranker.adapt.regression import DEFAULT_SUITE, REPO
 from dialogue_ranker.serving.settings import DEFAULT_MODEL_DIR
 from dialogue_ranker.training.backbone import PRECISIONS
-from dialogue_ranker.training.train_args import list_size
+from dialogue_ranker.training.train_args import ema_decay, list_size
 
 #: The phases, in order (``--stop-after`` names one).
 PHASES = ("prepare", "train", "export", "calibrate", "evaluate", "report")
@@ -27,6 +27,8 @@ TRAIN_CANDIDATES = 5
 #: 0.539 in 299 steps (40.6% of the distance to 1.0); 3e-5 gave 0.226 to 0.511 in 345, and the
 #: largest regression drop was -0.030 against -0.060 (docs/research/2026-11-28-adapt-lr-and-selection.md).
 LEARNING_RATE = 5e-5
+#: ``ranker train --ema``: 0 (the last step's weights) until a measured run chooses otherwise.
+EMA = 0.0
 #: ``ranker train --anchor-weight``: 0 until a measured run chooses otherwise.
 ANCHOR_WEIGHT = 0.0
 #: ``ranker train --freeze-layers``: 0 until a measured run chooses otherwise.
@@ -106,6 +108,14 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         default=ANCHOR_WEIGHT,
         help="the pull back to the base's weights after each step (ranker train --anchor-weight; 0: "
         "off): part of the forgetting guard that costs no step time",
+    )
+    p.add_argument(
+        "--ema",
+        type=ema_decay,
+        default=EMA,
+        metavar="DECAY",
+        help="keep a moving average of the weights, not the last step's (ranker train --ema; 0: off): "
+        "it averages out the noise of the last batches, which moves a regression set from seed to seed",
     )
     p.add_argument(
         "--freeze-layers",

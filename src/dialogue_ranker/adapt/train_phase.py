@@ -74,6 +74,7 @@ def base_flags(args: argparse.Namespace, base: dict[str, Any], *, precision: str
         "--threads", str(args.threads),
         *(["--anchor-weight", f"{args.anchor_weight:g}"] if args.anchor_weight else []),
         *(["--freeze-layers", str(args.freeze_layers)] if args.freeze_layers else []),
+        *(["--ema", f"{args.ema:g}"] if args.ema else []),
     ]  # fmt: skip
 
 

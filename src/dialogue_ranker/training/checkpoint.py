@@ -2,11 +2,11 @@
 
 A checkpoint holds everything the loop's next step depends on: the weights, the optimiser's
 moments, the learning-rate schedule's position, where the run is in its epochs' batches, the dev
-history and the best epoch's weights so far, and the state of every random generator the step
-reads (the loop's own ``random.Random``, Python's, NumPy's and torch's, CUDA's where there is a
-GPU). Restored, the run takes the same steps on the same batches with the same dropout masks as
-one that was never stopped: on the same machine and thread count its final weights are the same
-bits (``tests/integration/test_training_resume.py``).
+history and the best epoch's weights so far, the weights' moving average (``--ema``), and the
+state of every random generator the step reads (the loop's own ``random.Random``, Python's,
+NumPy's and torch's, CUDA's where there is a GPU). Restored, the run takes the same steps on the
+same batches with the same dropout masks as one that was never stopped: on the same machine and
+thread count its final weights are the same bits (``tests/integration/test_training_resume.py``).
 
 Files live in ``<run>/checkpoints/step-NNNNNNNN.pt``. Each is written to a temporary file in the
 same folder, flushed to disk and renamed over its final name (a rename within a file system is
@@ -44,6 +44,7 @@ LATER_FLAGS = {
     "anchor_weight": 0.0,
     "distill_shares": {},
     "freeze_layers": 0,
+    "ema": 0.0,
 }
 
 
@@ -123,6 +124,7 @@ def save(
     loop: LoopState,
     loop_rng: random.Random,
     precision: str | None = None,
+    average=None,
 ) -> Path:
     """Write the loop's state atomically as the newest checkpoint, then drop all but the last :data:`KEEP`."""
     folder = folder_of(run)
@@ -138,6 +140,8 @@ def save(
         "rng": rng_states(loop_rng),
         # What --precision resolved to: ``auto`` may have timed it, and a resumed run keeps it.
         "precision": precision,
+        # ``--ema``: the moving average of the weights, which the dev checks score.
+        "average": None if average is None else average.state_dict(),
     }
     final = folder / f"step-{loop.step:08d}.pt"
     temporary = folder / f".{final.name}.{os.getpid()}.tmp"
@@ -189,9 +193,13 @@ def load_latest(run: Path, args: Any) -> tuple[dict[str, Any], Path]:
     raise CheckpointError(f"--resume: no readable checkpoint in {folder_of(run)}: " + "; ".join(errors))
 
 
-def restore(payload: dict[str, Any], *, model, optimizer, schedule, loop_rng: random.Random) -> LoopState:
-    """Load a checkpoint into the model, optimiser, schedule and generators; the loop's position."""
+def restore(
+    payload: dict[str, Any], *, model, optimizer, schedule, loop_rng: random.Random, average=None
+) -> LoopState:
+    """Load a checkpoint into the model, optimiser, schedule, generators and average; the position."""
     model.load_state_dict(payload["model"])
+    if average is not None:  # the fingerprint holds --ema: a checkpoint of this run has its average
+        average.load_state_dict(payload["average"])
     optimizer.load_state_dict(payload["optimizer"])
     schedule.load_state_dict(payload["schedule"])
     restore_rng_states(payload["rng"], loop_rng)

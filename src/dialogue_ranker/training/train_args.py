@@ -43,6 +43,17 @@ def list_size(text: str) -> int:
     return int(text)
 
 
+def ema_decay(text: str) -> float:
+    """``--ema DECAY``: 0 (off) or a decay in (0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--ema takes a decay such as 0.98, got {text!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"--ema {text}: the decay must be at least 0 and below 1")
+    return value
+
+
 def build_parser(description: str | None) -> argparse.ArgumentParser:
     """``ranker train``'s parser; ``description`` is its ``--help`` text (the entry module's docstring)."""
     p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -69,6 +80,14 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         default=0.0,
         help="after each step, pull every encoder weight lr x this of the way back to its start (L2-SP; "
         "0: off): a fine-tune keeps more of what the model it began from knew (training/anchor.py)",
+    )
+    p.add_argument(
+        "--ema",
+        type=ema_decay,
+        default=0.0,
+        metavar="DECAY",
+        help="the dev checks score, and the run keeps, a moving average of the weights at this decay "
+        "(about 1 / (1 - DECAY) steps; 0: the last step's weights; training/weight_average.py)",
     )
     p.add_argument("--batch-lists", type=int, default=8, help="ranking lists per optimiser step")
     p.add_argument("--tau", type=float, default=3.0, help="ListNet target temperature over the gains")

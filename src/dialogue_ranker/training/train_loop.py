@@ -33,6 +33,7 @@ from dialogue_ranker.training.distill import Ensemble
 from dialogue_ranker.training.list_loss import loss_of
 from dialogue_ranker.training.shared_prefix import SharedPrefixRanker, score_requests
 from dialogue_ranker.training.train_lists import encode, epoch_batches
+from dialogue_ranker.training.weight_average import averaged, scored
 
 
 @dataclass(frozen=True)
@@ -115,9 +116,12 @@ def train_epochs(
     planned = total
     # Captured before a checkpoint is restored: the start is the run's, not the checkpoint's.
     anchor = Anchor(model, args.anchor_weight) if getattr(args, "anchor_weight", 0.0) else None
+    average = averaged(model, getattr(args, "ema", 0.0))
     loop = checkpoint.LoopState()
     if resuming:
-        loop = checkpoint.restore(payload, model=model, optimizer=optimizer, schedule=schedule, loop_rng=rng)
+        loop = checkpoint.restore(
+            payload, model=model, optimizer=optimizer, schedule=schedule, loop_rng=rng, average=average
+        )
         total = schedule.lr_lambdas[0].total  # a --replan before the checkpoint shortened it
         print(f"--resume: continuing from {path} (step {loop.step} of {total})", flush=True)
     epoch_ends = list(itertools.accumulate(len(e) for e in epochs))
@@ -142,6 +146,8 @@ def train_epochs(
             optimizer_step(model, optimizer, schedule, loss)
             if anchor is not None:
                 anchor.pull(model, lr)
+            if average is not None:
+                average.update_parameters(model)
             stepping += time.perf_counter() - step_started
             if loop.step == first_step:
                 set_up = stepping
@@ -159,6 +165,7 @@ def train_epochs(
                     loop=loop,
                     loop_rng=rng,
                     precision=precision,
+                    average=average,
                 )
             if stop_after is not None and loop.step >= stop_after and loop.step < end:
                 bar.close()
@@ -166,7 +173,7 @@ def train_epochs(
         check_started = time.perf_counter()
         loop.history.append(
             dev_entry(
-                model,
+                scored(model, average),
                 encoder,
                 dev,
                 epoch=loop.epoch + 1,
@@ -190,7 +197,8 @@ def train_epochs(
                 end, bar.total = min(end, fitted), fitted
         if loop.history[-1]["mean_ndcg_at_3"] > loop.best_score:
             loop.best_score = loop.history[-1]["mean_ndcg_at_3"]
-            loop.best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            best = scored(model, average).state_dict()
+            loop.best_state = {k: v.detach().clone() for k, v in best.items()}
         loop.epoch, loop.batch = loop.epoch + 1, 0
         stalled = loop.epoch < len(epochs) and loop.step < end and out_of_patience(args, loop.history)
         if loop.step >= end or out_of_time or stalled:
