@@ -364,3 +364,32 @@ def test_a_larger_team_test_sample_is_drawn_from_the_test_part_and_written_over_
     assert [x.group for x in read_lists(layout.team_test)] == [
         x.group for x in grown
     ]  # the file is what was scored
+
+
+def _export_report(shipped: str, rates: dict[str, float], p1: dict[str, float]) -> dict:
+    return {
+        "shipped": shipped,
+        "variants": {
+            v: {
+                "situated_requests_per_s": rates[v],
+                "max_abs_logit_vs_fp32": 0.1,
+                "dev": {"team": {"precision_at_1": p1[v]}},
+            }
+            for v in rates
+        },
+    }
+
+
+def test_why_a_graph_ships_names_the_ones_passed_over_and_how() -> None:
+    from dialogue_ranker.adapt.export_phase import why
+
+    # An AMX Xeon ran fp32 faster than int8, which held the rule: the sentence says it was slower.
+    faster = why(_export_report("fp32", {"fp32": 42.9, "int8": 41.7}, {"fp32": 0.50, "int8": 0.495}))
+    assert faster == (
+        "fp32 is the reference the others are held to; int8 holds it too but is slower "
+        "(41.7 against 42.9 requests/s)"
+    )
+    lossy = why(_export_report("fp32", {"fp32": 30.0, "int8": 60.0}, {"fp32": 0.50, "int8": 0.40}))
+    assert lossy.startswith("fp32 is the reference") and "int8 loses (team dev P@1 0.4000" in lossy
+    quantized = why(_export_report("int8", {"fp32": 30.0, "int8": 60.0}, {"fp32": 0.50, "int8": 0.495}))
+    assert quantized == "int8 holds dev P@1 within 0.01 of fp32 on every file and is the fastest that does"
