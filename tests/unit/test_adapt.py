@@ -366,11 +366,14 @@ def test_a_larger_team_test_sample_is_drawn_from_the_test_part_and_written_over_
     ]  # the file is what was scored
 
 
-def _export_report(shipped: str, rates: dict[str, float], p1: dict[str, float]) -> dict:
+def _export_report(
+    shipped: str, rates: dict[str, float], p1: dict[str, float], mb: dict[str, float] | None = None
+) -> dict:
     return {
         "shipped": shipped,
         "variants": {
             v: {
+                "file_mb": (mb or {}).get(v, 86.2 if v == "fp32" else 22.2),
                 "situated_requests_per_s": rates[v],
                 "max_abs_logit_vs_fp32": 0.1,
                 "dev": {"team": {"precision_at_1": p1[v]}},
@@ -393,3 +396,12 @@ def test_why_a_graph_ships_names_the_ones_passed_over_and_how() -> None:
     assert lossy.startswith("fp32 is the reference") and "int8 loses (team dev P@1 0.4000" in lossy
     quantized = why(_export_report("int8", {"fp32": 30.0, "int8": 60.0}, {"fp32": 0.50, "int8": 0.495}))
     assert quantized == "int8 holds dev P@1 within 0.01 of fp32 on every file and is the fastest that does"
+    oversized = why(
+        _export_report(
+            "int8",
+            {"fp32": 30.0, "int8": 60.0, "wide": 70.0},
+            {"fp32": 0.5, "int8": 0.5, "wide": 0.5},
+            {"wide": 120.0},
+        )
+    )
+    assert oversized.endswith("is the fastest that does; wide holds it too but is over 100 MB")

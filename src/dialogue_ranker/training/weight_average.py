@@ -25,11 +25,8 @@ M = TypeVar("M", bound=torch.nn.Module)
 def averaged(model: torch.nn.Module, decay: float) -> AveragedModel | None:
     """A moving average of ``model``'s weights at ``decay`` (0: none; the run keeps its last iterate).
 
-    Raises:
-        ValueError: a decay outside [0, 1).
+    ``decay`` is ``--ema`` as parsed (``train_args.ema_decay`` refuses one outside [0, 1)).
     """
-    if not 0.0 <= decay < 1.0:
-        raise ValueError(f"--ema {decay:g}: the decay must be at least 0 and below 1")
     if decay == 0.0:
         return None
     return AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay))
