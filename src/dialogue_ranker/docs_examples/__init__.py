@@ -5,8 +5,8 @@ markers that this module writes:
 
     <!-- example:hot-room request -->   the curl command (text; `ranker docs` rewrites it)
     <!-- /example -->
-    <!-- example:hot-room answer runtime=openvino-bf16 -->   the live answer and who gave it
-    <!-- /example -->
+    <!-- example:hot-room answer runtime=openvino-bf16 kernels=avx512-bf16 -->   the live answer
+    <!-- /example -->                                        and who gave it, on which bf16 kernels
 
 ``ranker docs`` rewrites the request regions (no model needed) and ``--check`` fails on an edited
 one; ``ranker docs --examples`` also sends every example to the shipped model through a real
@@ -14,8 +14,9 @@ one; ``ranker docs --examples`` also sends every example to the shipped model th
 model, the runtime ``auto`` chose and the CPU in a caption. The suite
 (``tests/integration/test_docs_examples.py``) sends each documented request again and fails when a
 documented figure differs from the live answer beyond :data:`SAME_RUNTIME` (the documented runtime
-forced, where this host can run it) or :data:`OTHER_RUNTIME` (elsewhere: each runtime has its own
-calibration map, so their scores differ slightly).
+forced, where this host can run it on the same kernels) or :data:`OTHER_RUNTIME` (elsewhere: each
+runtime has its own calibration map, and AMX and AVX-512 BF16 round bf16 differently, so their
+scores differ slightly): :func:`tolerance_for`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from dialogue_ranker.docs_examples.live import (
     live_service,
     machine,
     runtime_flags,
+    tolerance_for,
     write_answers,
 )
 from dialogue_ranker.docs_examples.pages import (
@@ -86,6 +88,7 @@ __all__ = [
     "rewrite",
     "rounded",
     "runtime_flags",
+    "tolerance_for",
     "shown_answer",
     "stale_requests",
     "write_answers",

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from dialogue_ranker.bench.load import start_service
-from dialogue_ranker.docs_examples.pages import regions, render_answer, rewrite
+from dialogue_ranker.docs_examples.compare import OTHER_RUNTIME, SAME_RUNTIME, Tolerance
+from dialogue_ranker.docs_examples.pages import Region, marker_attributes, regions, render_answer, rewrite
 from dialogue_ranker.docs_examples.registry import EXAMPLES, PAGES, SUPPORT_BANK, Example
 from dialogue_ranker.serving.backends.openvino import openvino_available
 from dialogue_ranker.serving.calibration import runtime_key
@@ -31,10 +32,30 @@ def runtime_flags(runtime: str) -> list[str] | None:
     return ["--backend", "openvino", "--openvino.precision", precision]
 
 
+def bf16_kernels() -> str | None:
+    """The bf16 kernels this CPU runs: ``amx``, ``avx512-bf16``, or None (no native bf16)."""
+    return "amx" if amx_bf16() else "avx512-bf16" if native_bf16() else None
+
+
 def machine() -> str:
     """The CPU, as a caption names it."""
-    kind = "AMX" if amx_bf16() else "AVX-512 BF16" if native_bf16() else "no native bf16"
+    kind = {"amx": "AMX", "avx512-bf16": "AVX-512 BF16", None: "no native bf16"}[bf16_kernels()]
     return f"{cpu_model()} ({kind})"
+
+
+def tolerance_for(region: Region) -> Tolerance:
+    """How far ``region``'s figures may be from this host's live answer.
+
+    :data:`SAME_RUNTIME` where this host runs the documented runtime on the same kernels. Else
+    :data:`OTHER_RUNTIME`: another runtime, or bf16 on the other kind of kernels (an AMX Xeon's
+    OpenVINO bf16 scored the README's example 0.204 where the AVX-512 BF16 EPYC that wrote it
+    scored 0.224).
+    """
+    if runtime_flags(region.runtime or "") is None:
+        return OTHER_RUNTIME
+    if region.kernels is not None and region.kernels != bf16_kernels():
+        return OTHER_RUNTIME
+    return SAME_RUNTIME
 
 
 class LiveService:
@@ -84,11 +105,14 @@ def write_answers(service: LiveService, pages: Sequence[Path] = PAGES) -> None:
     """Send every example to ``service`` and write its answer regions."""
     model, runtime = service.served()
     where = machine()
+    attributes = marker_attributes(runtime, bf16_kernels() if runtime.endswith("bf16") else None)
     for page in pages:
         names = {r.name for r in regions([page]) if r.kind == "answer"}
         replace = {
-            (n, "answer"): (runtime, render_answer(service.answer(EXAMPLES[n]), model=model, runtime=runtime,
-                                                   machine=where))
+            (n, "answer"): (
+                attributes,
+                render_answer(service.answer(EXAMPLES[n]), model=model, runtime=runtime, machine=where),
+            )
             for n in names
-        }  # fmt: skip
+        }
         page.write_text(rewrite(page.read_text(), replace))

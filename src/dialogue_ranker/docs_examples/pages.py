@@ -60,7 +60,8 @@ def render_answer(answer: Any, *, model: str, runtime: str, machine: str) -> str
 
 #: A region: its opening marker's line, its body (whole lines, possibly none) and the closing line.
 REGION = re.compile(
-    r"^<!-- example:(?P<name>[\w-]+) (?P<kind>request|answer|file)(?: runtime=(?P<runtime>[\w-]+))? -->\n"
+    r"^<!-- example:(?P<name>[\w-]+) (?P<kind>request|answer|file)"
+    r"(?: runtime=(?P<runtime>[\w-]+))?(?: kernels=(?P<kernels>[\w-]+))? -->\n"
     r"(?P<body>(?:(?!<!-- /?example).*\n)*?)"
     r"<!-- /example -->$",
     re.MULTILINE,
@@ -76,6 +77,9 @@ class Region:
     kind: str
     runtime: str | None
     body: str
+    #: For a bf16 runtime, the CPU's bf16 kernels that answered (``amx`` or ``avx512-bf16``): the
+    #: two round differently, so the same runtime on the other kind is another runtime's figures.
+    kernels: str | None = None
 
 
 def regions(pages: Sequence[Path] = PAGES) -> Iterator[Region]:
@@ -83,7 +87,7 @@ def regions(pages: Sequence[Path] = PAGES) -> Iterator[Region]:
     for page in pages:
         for match in REGION.finditer(page.read_text()):
             body = match["body"].removesuffix("\n")
-            yield Region(page, match["name"], match["kind"], match["runtime"], body)
+            yield Region(page, match["name"], match["kind"], match["runtime"], body, match["kernels"])
 
 
 def documented_answer(region: Region) -> Any:
@@ -94,15 +98,22 @@ def documented_answer(region: Region) -> Any:
     return json.loads(block[1])
 
 
-def rewrite(text: str, replace: Mapping[tuple[str, str], tuple[str | None, str]]) -> str:
-    """``text`` with each (name, kind) region's marker runtime and body replaced."""
+def marker_attributes(runtime: str | None, kernels: str | None = None) -> str:
+    """An answer marker's attributes: the runtime that answered and, for bf16, the CPU's kernels."""
+    return "".join(f" {k}={v}" for k, v in (("runtime", runtime), ("kernels", kernels)) if v)
+
+
+def rewrite(text: str, replace: Mapping[tuple[str, str], tuple[str, str]]) -> str:
+    """``text`` with each (name, kind) region's marker attributes and body replaced.
+
+    The attributes are :func:`marker_attributes`' text ("" for a request or file region).
+    """
 
     def one(match: re.Match[str]) -> str:
         key = (match["name"], match["kind"])
         if key not in replace:
             return match[0]
-        runtime, body = replace[key]
-        suffix = f" runtime={runtime}" if runtime else ""
+        suffix, body = replace[key]
         return f"<!-- example:{match['name']} {match['kind']}{suffix} -->\n{body}\n<!-- /example -->"
 
     return REGION.sub(one, text)
@@ -137,6 +148,6 @@ def write_requests(pages: Sequence[Path] = PAGES) -> None:
     """Rewrite every request and file region."""
     for page in pages:
         replace = {
-            (r.name, r.kind): (None, text) for r in regions([page]) if (text := _text_regions(r)) is not None
+            (r.name, r.kind): ("", text) for r in regions([page]) if (text := _text_regions(r)) is not None
         }
         page.write_text(rewrite(page.read_text(), replace))
