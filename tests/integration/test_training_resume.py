@@ -30,9 +30,11 @@ def _flags(sugar, out):
 
 
 # With --anchor-weight the pull's start must be the run's, not the checkpoint's weights; with --ema
-# the checkpoint must carry the average the dev checks score.
+# the checkpoint must carry the average the dev checks score; with --lora-rank, the adapters.
 @pytest.mark.parametrize(
-    "anchor", [[], ["--anchor-weight", "2000"], ["--ema", "0.6"]], ids=["plain", "anchored", "averaged"]
+    "anchor",
+    [[], ["--anchor-weight", "2000"], ["--ema", "0.6"], ["--lora-rank", "4", "--freeze-layers", "3"]],
+    ids=["plain", "anchored", "averaged", "low-rank"],
 )
 def test_a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path, sugar_lists, anchor):
     whole, pieces = tmp_path / "whole", tmp_path / "pieces"
@@ -144,6 +146,31 @@ def test_frozen_layers_keep_their_start_and_the_layers_above_learn(tmp_path, sug
     assert all(not torch.equal(start[k], after[k]) for k in moved)
     with pytest.raises(DataError, match="the encoder has 6 layers"):
         train.main([*_flags(sugar_lists, tmp_path / "too-many"), "--freeze-layers", "7"])
+
+
+def test_a_low_rank_run_saves_a_plain_encoder_whose_adapted_layers_moved_and_no_other_weight(
+    tmp_path, sugar_lists
+):
+    from dialogue_ranker.training.backbone import backbone_dir
+
+    out = tmp_path / "low-rank"
+    flags = [*_flags(sugar_lists, out), "--max-steps", "3", "--checkpoint-every", "0", "--lr", "1e-3"]
+    result = train.main([*flags, "--lora-rank", "4", "--freeze-layers", "4"])
+    start = SharedPrefixRanker.load(backbone_dir()).encoder.state_dict()
+    after = SharedPrefixRanker.load(out / "ranker").encoder.state_dict()
+    assert after.keys() == start.keys()  # merged: no adapter left in the saved ranker
+    adapted = {k for k in start if k.split(".")[:3] in (["encoder", "layer", "4"], ["encoder", "layer", "5"])}
+    linear = {k for k in adapted if k.endswith("weight") and "LayerNorm" not in k}
+    assert len(linear) == 2 * 6  # query, key, value, attention output, feed-forward in and out
+    assert all(not torch.equal(start[k], after[k]) for k in linear)
+    # Below the adapted layers, and every bias and norm above: as they started.
+    assert all(torch.equal(start[k], after[k]) for k in start if k not in linear)
+    # The merged weights score the dev lists as the adapters did at the kept epoch.
+    best = max(result["history"], key=lambda h: h["mean_ndcg_at_3"])
+    for name, metrics in result["dev"].items():
+        assert metrics["ndcg_at_3"] == pytest.approx(best["dev"][name]["ndcg_at_3"], abs=1e-3)
+    with pytest.raises(DataError, match="no layer of 6 is left"):
+        train.main([*_flags(sugar_lists, tmp_path / "none-left"), "--lora-rank", "4", "--freeze-layers", "6"])
 
 
 def test_auto_precision_times_both_leaves_no_trace_and_a_resumed_run_keeps_its_choice(

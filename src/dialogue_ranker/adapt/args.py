@@ -33,6 +33,8 @@ EMA = 0.0
 ANCHOR_WEIGHT = 0.0
 #: ``ranker train --freeze-layers``: 0 until a measured run chooses otherwise.
 FREEZE_LAYERS = 0
+#: ``ranker train --lora-rank``: 0 (the weights themselves) until a measured run chooses otherwise.
+LORA_RANK = 0
 #: The base's share of the team's own lists' targets (adapt/guard.py): 0 until a measured run
 #: chooses otherwise.
 TEAM_TEACHER = 0.0
@@ -126,6 +128,14 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "--freeze-layers): cheaper steps, and what those layers knew is kept",
     )
     p.add_argument(
+        "--lora-rank",
+        type=int,
+        default=LORA_RANK,
+        metavar="R",
+        help="learn a rank-R change to the layers above --freeze-layers, not their weights (ranker train "
+        "--lora-rank; 0: off): a bounded update, merged before the export, so the graph is the base's shape",
+    )
+    p.add_argument(
         "--team-teacher",
         type=float,
         default=TEAM_TEACHER,
@@ -183,6 +193,8 @@ def parse_args(argv: list[str] | None, description: str | None) -> argparse.Name
         p.error(f"--lr {args.lr:g} is not a learning rate (between 0 and 1)")
     if not 0 <= args.team_teacher < 1:
         p.error(f"--team-teacher {args.team_teacher:g} is not a share below 1 (at 1 no label teaches)")
+    if args.lora_rank < 0:
+        p.error(f"--lora-rank {args.lora_rank} is negative")
     if args.freeze_layers < 0:  # more than the base has: ranker train names its layer count
         p.error(f"--freeze-layers {args.freeze_layers} is negative")
     for flag, value in (("--limit", args.limit), ("--max-steps", args.max_steps)):

@@ -75,6 +75,7 @@ def base_flags(args: argparse.Namespace, base: dict[str, Any], *, precision: str
         *(["--anchor-weight", f"{args.anchor_weight:g}"] if args.anchor_weight else []),
         *(["--freeze-layers", str(args.freeze_layers)] if args.freeze_layers else []),
         *(["--ema", f"{args.ema:g}"] if args.ema else []),
+        *(["--lora-rank", str(args.lora_rank)] if args.lora_rank else []),
     ]  # fmt: skip
 
 

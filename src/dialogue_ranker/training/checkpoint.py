@@ -45,6 +45,7 @@ LATER_FLAGS = {
     "distill_shares": {},
     "freeze_layers": 0,
     "ema": 0.0,
+    "lora_rank": 0,
 }
 
 

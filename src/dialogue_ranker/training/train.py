@@ -75,6 +75,7 @@ from dialogue_ranker.training.dev_scoring import (
 )
 from dialogue_ranker.training.distill import Ensemble
 from dialogue_ranker.training.freezing import freeze
+from dialogue_ranker.training.low_rank import add_adapters
 from dialogue_ranker.training.recover import dequantized_ranker
 from dialogue_ranker.training.shared_prefix import SharedPrefixRanker
 from dialogue_ranker.training.train_args import build_parser, encoding_of, first_stage, split_shares
@@ -238,6 +239,10 @@ def main(argv: list[str] | None = None) -> dict:
     if args.freeze_layers:
         frozen = freeze(model, args.freeze_layers)
         print(f"--freeze-layers {args.freeze_layers}: {frozen:,} weights kept as they start", flush=True)
+    adapters = add_adapters(model, args.lora_rank, frozen_layers=args.freeze_layers)
+    if adapters:
+        layers = f"layers {adapters.layers[0]} to {adapters.layers[-1]}"
+        print(f"--lora-rank {args.lora_rank}: {adapters.weights:,} adapter weights on {layers}", flush=True)
     teachers = load_teachers(args, pair=pair)
     try:
         outcome = train_epochs(
@@ -256,6 +261,8 @@ def main(argv: list[str] | None = None) -> dict:
         kept = checkpoint.checkpoints(out)
         print(f"{e}; --resume continues from {kept[-1] if kept else 'the start'}", flush=True)
         raise SystemExit(STOPPED_STATUS) from None
+    if adapters:  # the best epoch's adapters, folded in: what is saved, calibrated and exported is plain
+        adapters.merge()
     calibrated, fitted = calibrate_on_dev(model, encoder, dev, out)
     model.save(out / "ranker", start / "tokenizer.json")
     write_calibration(out / "calibration.json", fitted)

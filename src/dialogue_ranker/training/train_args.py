@@ -215,6 +215,15 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "layer N",
     )
     p.add_argument(
+        "--lora-rank",
+        type=int,
+        default=0,
+        metavar="R",
+        help="train a rank-R change to each encoder layer's linear maps above --freeze-layers instead of "
+        "their weights (LoRA through peft; training/low_rank.py), merged into them when the run is saved; "
+        "0: off",
+    )
+    p.add_argument(
         "--replan",
         action="store_true",
         help="with --max-seconds: after each epoch, shorten the schedule (the learning rate's decay and "
