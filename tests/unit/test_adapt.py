@@ -284,6 +284,28 @@ def test_adapt_freezes_layers_when_asked_and_fits_its_schedule_to_its_time_limit
     assert flags[flags.index("--freeze-layers") + 1] == "3"
 
 
+def test_adapt_passes_a_low_rank_update_to_training_and_its_probes_only_when_asked(tmp_path: Path) -> None:
+    from dialogue_ranker.adapt.args import build_parser
+    from dialogue_ranker.adapt.train_phase import base_flags
+
+    argv, _ = adapt_train_argv(tmp_path)
+    assert "--lora-rank" not in argv  # 0: off, and ranker train's own default
+    argv, _ = adapt_train_argv(tmp_path, "--lora-rank", "16")
+    assert argv[argv.index("--lora-rank") + 1] == "16"
+    args = build_parser(None).parse_args(["--lists", "a.jsonl", "--out", "o", "--lora-rank", "16"])
+    flags = base_flags(args, base_facts(tmp_path))  # the probes time the same step
+    assert flags[flags.index("--lora-rank") + 1] == "16"
+
+
+@pytest.mark.parametrize("text", ["-1", "1.5", "high"])
+def test_a_rank_that_is_not_a_whole_number_is_refused_naming_the_flag(text: str) -> None:
+    from dialogue_ranker.training.train_args import lora_rank
+
+    with pytest.raises(argparse.ArgumentTypeError, match="--lora-rank"):
+        lora_rank(text)
+    assert lora_rank("0") == 0 and lora_rank("16") == 16
+
+
 def test_adapt_chooses_the_best_epoch_by_the_teams_dev_lists_unless_told_otherwise(tmp_path: Path) -> None:
     from dialogue_ranker.adapt.report import chosen_by
 

@@ -9,7 +9,7 @@ from dialogue_ranker.adapt.guard import GUARDS, parse_replay
 from dialogue_ranker.adapt.regression import DEFAULT_SUITE, REPO
 from dialogue_ranker.serving.settings import DEFAULT_MODEL_DIR
 from dialogue_ranker.training.backbone import PRECISIONS
-from dialogue_ranker.training.train_args import ema_decay, list_size
+from dialogue_ranker.training.train_args import ema_decay, list_size, lora_rank
 
 #: The phases, in order (``--stop-after`` names one).
 PHASES = ("prepare", "train", "export", "calibrate", "evaluate", "report")
@@ -129,7 +129,7 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--lora-rank",
-        type=int,
+        type=lora_rank,
         default=LORA_RANK,
         metavar="R",
         help="learn a rank-R change to the layers above --freeze-layers, not their weights (ranker train "
@@ -193,8 +193,6 @@ def parse_args(argv: list[str] | None, description: str | None) -> argparse.Name
         p.error(f"--lr {args.lr:g} is not a learning rate (between 0 and 1)")
     if not 0 <= args.team_teacher < 1:
         p.error(f"--team-teacher {args.team_teacher:g} is not a share below 1 (at 1 no label teaches)")
-    if args.lora_rank < 0:
-        p.error(f"--lora-rank {args.lora_rank} is negative")
     if args.freeze_layers < 0:  # more than the base has: ranker train names its layer count
         p.error(f"--freeze-layers {args.freeze_layers} is negative")
     for flag, value in (("--limit", args.limit), ("--max-steps", args.max_steps)):

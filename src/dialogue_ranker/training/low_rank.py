@@ -54,15 +54,14 @@ class LowRank:
 def add_adapters(model: torch.nn.Module, rank: int, *, frozen_layers: int = 0) -> LowRank | None:
     """Rank-``rank`` adapters on each encoder layer from ``frozen_layers`` on; other encoder weights frozen.
 
-    ``rank`` 0: none (the model is left as it is).
+    ``rank`` 0: none (the model is left as it is); ``--lora-rank`` as parsed
+    (``train_args.lora_rank`` refuses a negative one).
 
     Raises:
-        DataError: a negative rank, or no layer left above the frozen ones.
+        DataError: no layer left above the frozen ones.
     """
     if rank == 0:
         return None
-    if rank < 0:
-        raise DataError(f"--lora-rank {rank} is negative")
     count = len(model.encoder.encoder.layer)
     layers = list(range(frozen_layers, count))
     if not layers:

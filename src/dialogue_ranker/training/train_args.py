@@ -54,6 +54,13 @@ def ema_decay(text: str) -> float:
     return value
 
 
+def lora_rank(text: str) -> int:
+    """``--lora-rank R``: 0 (off) or a whole number of ranks (training/low_rank.py)."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"--lora-rank takes a whole number (0: off), got {text!r}")
+    return int(text)
+
+
 def build_parser(description: str | None) -> argparse.ArgumentParser:
     """``ranker train``'s parser; ``description`` is its ``--help`` text (the entry module's docstring)."""
     p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -216,7 +223,7 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--lora-rank",
-        type=int,
+        type=lora_rank,
         default=0,
         metavar="R",
         help="train a rank-R change to each encoder layer's linear maps above --freeze-layers instead of "
