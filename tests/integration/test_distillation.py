@@ -238,3 +238,51 @@ def test_a_teacher_share_per_file_trains_and_the_run_records_it(run, sugar_lists
     assert result["steps"] == 1
     config = json.loads((out / "config.json").read_text())
     assert config["distill_on"] == ["sugar"] and config["distill_shares"] == {"sugar": 0.85}
+
+
+def test_keep_top_holds_the_teachers_right_top_ahead_of_the_best_wrong_candidate():
+    from dialogue_ranker.training.distill import KeepTop, distillation_loss, keep_top_loss
+
+    # List 0: the teachers' top (candidate 0) is right, the student has it 0.5 behind the best wrong
+    # one (candidate 2). List 1: the teachers' top is wrong, so nothing is kept. List 2: two right
+    # candidates, the student's second right one is ahead of the top, but only wrong ones count.
+    teacher = torch.tensor([[2.0, 1.9, 0.0], [1.0, 0.0, -1.0], [3.0, 1.0, -2.0]])
+    right = torch.tensor([[True, False, False], [False, True, False], [True, True, False]])
+    present = torch.ones(3, 3, dtype=torch.bool)
+    student = torch.tensor([[0.0, -1.0, 0.5], [2.0, -3.0, 0.0], [1.0, 4.0, 0.5]], requires_grad=True)
+    loss = keep_top_loss(student, teacher, present, right, margin=1.0)
+    # List 0: relu(1 - (0 - 0.5)) = 1.5; list 1: not held; list 2: relu(1 - (1 - 0.5)) = 0.5.
+    assert torch.isclose(loss, torch.tensor((1.5 + 0.0 + 0.5) / 3))
+    loss.backward()
+    assert student.grad[0, 0] < 0 and student.grad[0, 2] > 0 and student.grad[0, 1] == 0
+    assert student.grad[1].abs().max() == 0 and student.grad[2, 1] == 0
+    # A margin already held adds nothing; off (0), the distillation loss is as it was.
+    held = torch.tensor([[3.0, 0.0, 1.0], [0.0, 0.0, 0.0], [5.0, 0.0, 1.0]])
+    assert float(keep_top_loss(held, teacher, present, right, margin=1.0)) == 0.0
+    plain = distillation_loss(student, teacher, present)
+    assert torch.isclose(distillation_loss(student, teacher, present, keep=KeepTop(right, 0.0)), plain)
+    kept = distillation_loss(student, teacher, present, keep=KeepTop(right, 1.0))
+    assert torch.isclose(kept, plain + loss)
+    # Only the taught lists' rows are kept.
+    taught = torch.tensor([False, True, True])
+    part = distillation_loss(student, teacher, present, taught, KeepTop(right, 1.0))
+    base = distillation_loss(student, teacher, present, taught)
+    assert torch.isclose(part - base, torch.tensor(0.5 / 2))
+
+
+def test_keep_top_trains_with_a_teacher_and_is_refused_without_one(run, sugar_lists, tmp_path):
+    from dialogue_ranker.training import train
+
+    with pytest.raises(DataError, match="--keep-top"):
+        train.main(["--data", str(sugar_lists), "--keep-top", "1", "--max-steps", "1",
+                    "--out", str(tmp_path / "alone"), *SMALL])  # fmt: skip
+    with pytest.raises(SystemExit):
+        train.parse_args(["--data", str(sugar_lists), "--keep-top", "-1", "--out", str(tmp_path / "x")])
+    out = tmp_path / "kept"
+    result = train.main(
+        ["--data", str(sugar_lists), "--teacher", f"{run}:1", "--keep-top", "1.5", "--max-steps", "1",
+         "--out", str(out), *SMALL]
+    )  # fmt: skip
+    assert result["steps"] == 1
+    config = json.loads((out / "config.json").read_text())
+    assert config["keep_top"] == 1.5

@@ -166,6 +166,35 @@ def test_adapt_refuses_a_team_teacher_share_outside_zero_to_one(tmp_path: Path, 
         assert f"--team-teacher {float(share):g} is not a share below 1" in capsys.readouterr().err
 
 
+def test_adapt_passes_keep_top_with_the_base_as_teacher_and_refuses_it_without_one(tmp_path: Path, capsys):
+    from dialogue_ranker.adapt.args import parse_args
+    from dialogue_ranker.adapt.train_phase import guard_flags
+
+    common = ["--lists", "a.jsonl", "--out", str(tmp_path)]
+    base = base_facts(tmp_path)
+    replay = [replay_of(tmp_path / "sugar.jsonl")]
+    kept = guard_flags(build_args(*common, "--keep-top", "1.5"), base, replay)
+    assert kept[kept.index("--teacher") + 1] == f"{base['path']}:1"
+    assert kept[kept.index("--keep-top") + 1] == "1.5"
+    assert "--keep-top" not in guard_flags(build_args(*common), base, replay)  # 0: off
+    # Without replay files the guard is none: no teacher, nothing to keep.
+    assert guard_flags(build_args(*common, "--keep-top", "1.5"), base, []) == []
+    for guard in ("replay", "none"):
+        with pytest.raises(SystemExit):
+            parse_args([*common, "--guard", guard, "--keep-top", "1"], None)
+        assert f"--keep-top with --guard {guard}" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_args([*common, "--keep-top", "-1"], None)
+    assert "--keep-top -1" in capsys.readouterr().err
+
+
+def build_args(*flags: str):
+    """``ranker adapt``'s parsed flags, unchecked (no base bundle needed)."""
+    from dialogue_ranker.adapt.args import build_parser
+
+    return build_parser(None).parse_args(list(flags))
+
+
 def test_a_resumed_run_must_have_the_first_runs_arguments(tmp_path: Path) -> None:
     out = tmp_path / "out"
     State.open(out, {"lists": ["a.jsonl"], "minutes": 30, "resume": False}, resume=False)

@@ -9,7 +9,7 @@ from dialogue_ranker.adapt.guard import GUARDS, parse_replay
 from dialogue_ranker.adapt.regression import DEFAULT_SUITE, REPO
 from dialogue_ranker.serving.settings import DEFAULT_MODEL_DIR
 from dialogue_ranker.training.backbone import PRECISIONS
-from dialogue_ranker.training.train_args import ema_decay, list_size, lora_rank
+from dialogue_ranker.training.train_args import ema_decay, keep_top_margin, list_size, lora_rank
 
 #: The phases, in order (``--stop-after`` names one).
 PHASES = ("prepare", "train", "export", "calibrate", "evaluate", "report")
@@ -35,6 +35,8 @@ ANCHOR_WEIGHT = 0.0
 FREEZE_LAYERS = 0
 #: ``ranker train --lora-rank``: 0 (the weights themselves) until a measured run chooses otherwise.
 LORA_RANK = 0
+#: ``ranker train --keep-top``: 0 (off) until a measured run chooses otherwise.
+KEEP_TOP = 0.0
 #: The base's share of the team's own lists' targets (adapt/guard.py): 0 until a measured run
 #: chooses otherwise.
 TEAM_TEACHER = 0.0
@@ -136,6 +138,15 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "--lora-rank; 0: off): a bounded update, merged before the export, so the graph is the base's shape",
     )
     p.add_argument(
+        "--keep-top",
+        type=keep_top_margin,
+        default=KEEP_TOP,
+        metavar="MARGIN",
+        help="where the base ranks a right reply first on a list it teaches, hold the adapted model's logit "
+        "for it MARGIN above the best wrong reply's (ranker train --keep-top; 0: off); needs the base "
+        "as a teacher: --guard both or distill, or --team-teacher",
+    )
+    p.add_argument(
         "--team-teacher",
         type=float,
         default=TEAM_TEACHER,
@@ -193,6 +204,8 @@ def parse_args(argv: list[str] | None, description: str | None) -> argparse.Name
         p.error(f"--lr {args.lr:g} is not a learning rate (between 0 and 1)")
     if not 0 <= args.team_teacher < 1:
         p.error(f"--team-teacher {args.team_teacher:g} is not a share below 1 (at 1 no label teaches)")
+    if args.keep_top and args.guard not in ("both", "distill") and not args.team_teacher:
+        p.error(f"--keep-top with --guard {args.guard}: the base teaches no list (--guard both or distill)")
     if args.freeze_layers < 0:  # more than the base has: ranker train names its layer count
         p.error(f"--freeze-layers {args.freeze_layers} is negative")
     for flag, value in (("--limit", args.limit), ("--max-steps", args.max_steps)):

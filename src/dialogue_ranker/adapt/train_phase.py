@@ -89,11 +89,15 @@ def guard_flags(
 ) -> list[str]:
     """The guard's teacher flags (none without replay or ``--team-teacher``), the replay probe's too.
 
+    ``--keep-top`` goes with the teacher (without one, the guard is ``none`` and there is nothing to keep).
+
     ``team``: with ``--team-teacher``'s share of the team's lists; the replay's probe trains on the
     replay files alone, so it leaves it out.
     """
     share = args.team_teacher if team else 0.0
-    return train_flags(args.guard if replay else "none", base["path"], replay, share)
+    flags = train_flags(args.guard if replay else "none", base["path"], replay, share)
+    keep = getattr(args, "keep_top", 0.0)
+    return [*flags, "--keep-top", f"{keep:g}"] if flags and keep else flags
 
 
 def train_argv(args: argparse.Namespace, layout: Layout, prepared: dict[str, Any]) -> list[str]:

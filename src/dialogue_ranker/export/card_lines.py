@@ -134,13 +134,14 @@ def stage_schedule(config: dict[str, Any]) -> str:
     precision = config.get("training_precision", "fp32")
     device = config.get("device", "cpu")
     frozen, ema = config.get("freeze_layers") or 0, config.get("ema") or 0.0
-    rank = config.get("lora_rank") or 0
+    rank, keep = config.get("lora_rank") or 0, config.get("keep_top") or 0.0
     return (
         f"{length}, {config['batch_lists']} lists a step, learning rate {config['lr']:g}, "
         f"seed {config['seed']}, forward pass in {'bf16 autocast' if precision == 'bf16' else 'fp32'}"
         + (f", the embeddings and first {frozen} layers frozen" if frozen else "")
         + (f", the weights' moving average kept (decay {ema:g})" if ema else "")
         + (f", a rank-{rank} change to the layers above (LoRA), merged" if rank else "")
+        + (f", the teachers' right top candidates held {keep:g} logits ahead" if keep else "")
         + ("" if device == "cpu" else f", on {device}")
     )
 

@@ -46,6 +46,7 @@ LATER_FLAGS = {
     "freeze_layers": 0,
     "ema": 0.0,
     "lora_rank": 0,
+    "keep_top": 0.0,
 }
 
 

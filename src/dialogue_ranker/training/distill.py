@@ -15,6 +15,11 @@ Per list and view the loss is the cross-entropy from the teachers' softmax over 
 the student's (ListNet with the teachers' logits as the target scores) plus a binary
 cross-entropy toward the teachers' sigmoid, so the student keeps their scale as well as their
 order. ``dialogue_ranker.training.train`` adds ``(1 - w) x`` its label loss to ``w x`` this.
+
+``--keep-top MARGIN`` adds a hinge for each list whose teachers rank a right candidate first: the
+student's logit for it is held MARGIN above its best wrong one's (:func:`keep_top_loss`). The
+softmax target says little about a near tie, and a fine-tune's lost top-1 decisions are nearly all
+the base's near ties (docs/research/2026-12-04-adapt-low-rank-and-statement-variants.md).
 """
 
 from __future__ import annotations
@@ -97,18 +102,50 @@ class Ensemble:
         return sum(w * candidate_logits(m).float() for m, w in self.members)  # type: ignore[return-value]
 
 
+@dataclass(frozen=True)
+class KeepTop:
+    """``--keep-top``: which candidates are right (rows as the logits'), and the margin in logits."""
+
+    right: torch.Tensor
+    margin: float
+
+
+def keep_top_loss(
+    student: torch.Tensor, teacher: torch.Tensor, present: torch.Tensor, right: torch.Tensor, margin: float
+) -> torch.Tensor:
+    """The mean over lists of ``relu(margin - gap)``, where the teachers rank a right candidate first.
+
+    ``gap``: the student's logit for the teachers' top candidate minus its best wrong candidate's.
+    A list whose teachers' top is wrong, or that has no wrong candidate, adds zero: the hinge keeps
+    what the teachers got right, not their mistakes.
+    """
+    blocked = torch.finfo(student.dtype).min
+    top = teacher.masked_fill(~present, blocked).argmax(-1, keepdim=True)
+    wrong = present & ~right
+    held = right.gather(1, top).squeeze(1) & wrong.any(-1)
+    gap = student.gather(1, top).squeeze(1) - student.masked_fill(~wrong, blocked).max(-1).values
+    return (torch.relu(margin - gap) * held).sum() / len(student)
+
+
 def distillation_loss(
-    student: torch.Tensor, teacher: torch.Tensor, present: torch.Tensor, taught: torch.Tensor | None = None
+    student: torch.Tensor,
+    teacher: torch.Tensor,
+    present: torch.Tensor,
+    taught: torch.Tensor | None = None,
+    keep: KeepTop | None = None,
 ) -> torch.Tensor:
     """Listwise cross-entropy toward the teachers' softmax plus BCE toward their sigmoid.
 
     ``student``, ``teacher``: (lists, widest list) logits; ``present``: which entries are candidates;
     ``taught``: which lists are distilled (``--distill-on``; default all). None taught: zero.
+    ``keep``: ``--keep-top``'s hinge added (:func:`keep_top_loss`).
     """
+    right = keep.right if keep else None
     if taught is not None:
         if not bool(taught.any()):
             return student.sum() * 0.0  # keeps the graph: the step still backpropagates its labels
         student, teacher, present = student[taught], teacher[taught], present[taught]
+        right = right[taught] if right is not None else None
     blocked = torch.finfo(student.dtype).min
     target = torch.softmax(teacher.masked_fill(~present, blocked), dim=-1)
     log_p = torch.log_softmax(student.masked_fill(~present, blocked), dim=-1)
@@ -116,4 +153,6 @@ def distillation_loss(
     pointwise = torch.nn.functional.binary_cross_entropy_with_logits(
         student[present], torch.sigmoid(teacher[present])
     )
-    return listwise + pointwise
+    if keep is None or right is None or keep.margin <= 0:
+        return listwise + pointwise
+    return listwise + pointwise + keep_top_loss(student, teacher, present, right, keep.margin)

@@ -16,7 +16,7 @@ from dialogue_ranker.data.ranking_data import RankingList
 from dialogue_ranker.serving import context_views
 from dialogue_ranker.serving.list_encoding import EncodedList, ListEncoder
 from dialogue_ranker.training.backbone import device
-from dialogue_ranker.training.distill import Ensemble, distillation_loss
+from dialogue_ranker.training.distill import Ensemble, KeepTop, distillation_loss
 from dialogue_ranker.training.shared_prefix import candidate_means, to_tensors
 from dialogue_ranker.training.train_lists import encode, sample_candidates
 
@@ -78,6 +78,13 @@ class ViewLogits:
     def per_row(self, flags: list[bool]) -> torch.Tensor:
         """A flag per list as a flag per row of :attr:`batch` (a list's last-turn row shares its flag)."""
         return torch.tensor(flags + [flags[r] for r in self.multi], dtype=torch.bool)
+
+    def right(self, batch: list[RankingList]) -> torch.Tensor:
+        """(rows, widest list): each row's right candidates (a last-turn row has its list's)."""
+        full = torch.zeros(len(batch), max(len(x.candidates) for x in batch), dtype=torch.bool)
+        for row, x in enumerate(batch):
+            full[row, : len(x.candidates)] = torch.tensor([c.appropriate for c in x.candidates])
+        return torch.cat([full, full[self.multi]])
 
     def served(self, logits: torch.Tensor, last_turn_weight: float) -> torch.Tensor:
         """Each list's logits as the service combines its views (``logits``: one row per view)."""
@@ -151,17 +158,19 @@ def loss_of(
         return label_loss(served, batch, args)
     target = teachers.logits(views.batch.logits)
     present = views.batch.present().to(logits.device)
+    margin = getattr(args, "keep_top", 0.0)
+    keep = KeepTop(views.right(batch).to(logits.device), margin) if margin > 0 else None
     shares = getattr(args, "distill_shares", None)
     if shares:  # each file its own mix: the taught mask below is not needed
         names = {str(s.path): s.name for s in args.data}
         per_list = [shares.get(names.get(list_file(x), ""), 0.0) for x in batch]
-        return mixed_by_share(served, batch, args, (logits, target, present), per_list, views.per_row)
+        return mixed_by_share(served, batch, args, (logits, target, present, keep), per_list, views.per_row)
     taught_lists, taught = None, None
     if args.distill_on:
         files = data_files(args, args.distill_on)
         taught_lists = [list_file(x) in files for x in batch]
         taught = views.per_row(taught_lists).to(logits.device)
-    distilled = distillation_loss(logits, target, present, taught)
+    distilled = distillation_loss(logits, target, present, taught, keep)
     if getattr(args, "distill_replaces_labels", False) and taught_lists is not None:
         return taught_or_labelled(served, batch, args, distilled, taught_lists)
     return (1 - args.distill_weight) * label_loss(served, batch, args) + args.distill_weight * distilled
@@ -171,18 +180,19 @@ def mixed_by_share(
     served: torch.Tensor,
     batch: list[RankingList],
     args,
-    distill: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    distill: tuple[torch.Tensor, torch.Tensor, torch.Tensor, KeepTop | None],
     shares: list[float],
     per_row,
 ) -> torch.Tensor:
     """``--distill-on NAME:SHARE``: each list learns ``(1 - SHARE) x`` its labels ``+ SHARE x`` the teachers.
 
     ``shares``: the teachers' share of each list (0 for a file not named: its labels alone);
-    ``distill``: the student's and the teachers' logits per row, and which entries are candidates;
+    ``distill``: the student's and the teachers' logits per row, which entries are candidates, and
+    ``--keep-top``'s hinge (None: off);
     ``per_row``: a flag per list as a flag per row. Each list counts once: the lists of one share
     form a group, and each group's mix is weighted by its share of the batch's lists.
     """
-    logits, target, present = distill
+    logits, target, present, keep = distill
     loss = served.sum() * 0.0  # keeps the graph where no group has a term
     for share in sorted(set(shares)):
         members = [row for row, s in enumerate(shares) if s == share]
@@ -192,7 +202,7 @@ def mixed_by_share(
             loss = loss + part * (1 - share) * labels
         if share > 0:
             rows = per_row([s == share for s in shares]).to(logits.device)
-            loss = loss + part * share * distillation_loss(logits, target, present, rows)
+            loss = loss + part * share * distillation_loss(logits, target, present, rows, keep)
     return loss
 
 

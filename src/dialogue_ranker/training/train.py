@@ -125,7 +125,8 @@ def load_start(
 def check_file_names(args: argparse.Namespace) -> None:
     """``--train-candidates-on``, ``--select-on`` and ``--distill-on`` name ``--data`` files.
 
-    ``--train-candidates-on`` also needs ``--train-candidates``, and ``--distill-on`` a ``--teacher``.
+    ``--train-candidates-on`` also needs ``--train-candidates``, and ``--distill-on`` and ``--keep-top`` a
+    ``--teacher``.
     """
     if args.train_candidates_on and not args.train_candidates:
         raise DataError(
@@ -133,6 +134,8 @@ def check_file_names(args: argparse.Namespace) -> None:
         )
     if args.distill_on and not args.teacher:
         raise DataError("--distill-on chooses where --teacher distils: give a --teacher")
+    if args.keep_top and not args.teacher:
+        raise DataError("--keep-top keeps the teachers' top candidates: give a --teacher")
     named = (
         ("--train-candidates-on", args.train_candidates_on),
         ("--select-on", args.select_on),

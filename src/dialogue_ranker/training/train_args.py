@@ -61,6 +61,17 @@ def lora_rank(text: str) -> int:
     return int(text)
 
 
+def keep_top_margin(text: str) -> float:
+    """``--keep-top MARGIN``: 0 (off) or a positive margin in logits (training/distill.py)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--keep-top takes a margin in logits, got {text!r}") from None
+    if not 0.0 <= value <= 20.0:
+        raise argparse.ArgumentTypeError(f"--keep-top {text}: the margin must be between 0 and 20 logits")
+    return value
+
+
 def build_parser(description: str | None) -> argparse.ArgumentParser:
     """``ranker train``'s parser; ``description`` is its ``--help`` text (the entry module's docstring)."""
     p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -180,6 +191,15 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "file's lists learn (1 - SHARE) x their labels + SHARE x the teachers (named files without "
         "one take --distill-weight); with any SHARE given, each list counts once and the files not "
         "named learn their labels alone",
+    )
+    p.add_argument(
+        "--keep-top",
+        type=keep_top_margin,
+        default=0.0,
+        metavar="MARGIN",
+        help="with --teacher: on each distilled list whose teachers rank a right candidate first, a hinge "
+        "holding the ranker's logit for it MARGIN above its best wrong candidate's (training/distill.py; "
+        "0: off): the teachers' right top-1 decisions kept, near ties included",
     )
     p.add_argument(
         "--distill-replaces-labels",
