@@ -15,6 +15,8 @@ on the regression suite (:mod:`dialogue_ranker.adapt.regression`) to :data:`MAX_
 Beside any of them, ``--team-teacher SHARE`` has the base teach the team's own lists too: each
 learns ``(1 - SHARE) x`` its labels ``+ SHARE x`` the base's outputs (learning without forgetting,
 Li and Hoiem, ECCV 2016), the one guard that reaches the lists every step trains on.
+``--keep-top MARGIN`` adds to wherever the base teaches a hinge that keeps its right top-1 replies
+MARGIN logits ahead of the best wrong one (:func:`dialogue_ranker.training.distill.keep_top_loss`).
 
 Replay reads only data the base may have been trained on and a model may ship with: by default the
 regression suite's lists files that are present and whose dataset the project knows the licence of
