@@ -89,6 +89,25 @@ def test_each_named_file_mixes_its_labels_and_the_teacher_at_its_own_share() -> 
     )
 
 
+def test_keep_top_counts_only_a_lists_highest_grade_right_as_p_at_1_does() -> None:
+    from dialogue_ranker.training.distill import keep_top_loss
+    from dialogue_ranker.training.list_loss import top_grade
+
+    graded = RankingList(
+        (Turn("user", "hi"),), (Candidate("a", 2), Candidate("b", 1), Candidate("c", 0)), group="g"
+    )
+    binary = RankingList((Turn("user", "hi"),), (Candidate("a", 0), Candidate("b", 1)), group="h")
+    none = RankingList((Turn("user", "hi"),), (Candidate("a", 0), Candidate("b", 0)), group="i")
+    best = top_grade([graded, binary, none])
+    assert best.tolist() == [[True, False, False], [False, True, False], [False, False, False]]
+    # The teachers rank the best reply first; the student has the acceptable one 0.2 behind it: an
+    # acceptable reply on top is a P@1 lost, so the hinge pulls them apart.
+    teacher = torch.tensor([[2.0, 1.0, -1.0]])
+    student = torch.tensor([[1.0, 0.8, -3.0]])
+    present = torch.ones(1, 3, dtype=torch.bool)
+    assert torch.isclose(keep_top_loss(student, teacher, present, best[:1], margin=1.0), torch.tensor(0.8))
+
+
 def test_distill_on_reads_a_share_per_file_and_refuses_one_outside_zero_to_one() -> None:
     from dialogue_ranker.training import train
 

@@ -142,9 +142,9 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         type=keep_top_margin,
         default=KEEP_TOP,
         metavar="MARGIN",
-        help="where the base ranks a right reply first on a list it teaches, hold the adapted model's logit "
-        "for it MARGIN above the best wrong reply's (ranker train --keep-top; 0: off); needs the base "
-        "as a teacher: --guard both or distill, or --team-teacher",
+        help="where the base ranks a right reply (of the list's highest grade) first on a list it "
+        "teaches, hold the adapted model's logit for it MARGIN above the best wrong reply's (ranker train "
+        "--keep-top; 0: off); needs the base as a teacher: --guard both or distill, or --team-teacher",
     )
     p.add_argument(
         "--team-teacher",

@@ -16,8 +16,9 @@ the student's (ListNet with the teachers' logits as the target scores) plus a bi
 cross-entropy toward the teachers' sigmoid, so the student keeps their scale as well as their
 order. ``dialogue_ranker.training.train`` adds ``(1 - w) x`` its label loss to ``w x`` this.
 
-``--keep-top MARGIN`` adds a hinge for each list whose teachers rank a right candidate first: the
-student's logit for it is held MARGIN above its best wrong one's (:func:`keep_top_loss`). The
+``--keep-top MARGIN`` adds a hinge for each list whose teachers rank a right candidate first (one of
+the list's highest grade, as P@1 counts it): the student's logit for it is held MARGIN above that of
+its best candidate of a lower grade (:func:`keep_top_loss`). The
 softmax target says little about a near tie, and a fine-tune's lost top-1 decisions are nearly all
 the base's near ties (docs/research/2026-12-04-adapt-low-rank-and-statement-variants.md).
 """
@@ -104,7 +105,7 @@ class Ensemble:
 
 @dataclass(frozen=True)
 class KeepTop:
-    """``--keep-top``: which candidates are right (rows as the logits'), and the margin in logits."""
+    """``--keep-top``: which candidates are right (their list's highest grade), and the margin in logits."""
 
     right: torch.Tensor
     margin: float
@@ -115,9 +116,10 @@ def keep_top_loss(
 ) -> torch.Tensor:
     """The mean over lists of ``relu(margin - gap)``, where the teachers rank a right candidate first.
 
-    ``gap``: the student's logit for the teachers' top candidate minus its best wrong candidate's.
-    A list whose teachers' top is wrong, or that has no wrong candidate, adds zero: the hinge keeps
-    what the teachers got right, not their mistakes.
+    ``gap``: the student's logit for the teachers' top candidate minus its best wrong candidate's
+    (``right``: each list's highest grade; a lower grade is wrong, an acceptable reply under the best
+    one included, as P@1 counts it). A list whose teachers' top is wrong, or that has no wrong
+    candidate, adds zero: the hinge keeps what the teachers got right, not their mistakes.
     """
     blocked = torch.finfo(student.dtype).min
     top = teacher.masked_fill(~present, blocked).argmax(-1, keepdim=True)

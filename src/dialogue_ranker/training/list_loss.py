@@ -79,11 +79,9 @@ class ViewLogits:
         """A flag per list as a flag per row of :attr:`batch` (a list's last-turn row shares its flag)."""
         return torch.tensor(flags + [flags[r] for r in self.multi], dtype=torch.bool)
 
-    def right(self, batch: list[RankingList]) -> torch.Tensor:
-        """(rows, widest list): each row's right candidates (a last-turn row has its list's)."""
-        full = torch.zeros(len(batch), max(len(x.candidates) for x in batch), dtype=torch.bool)
-        for row, x in enumerate(batch):
-            full[row, : len(x.candidates)] = torch.tensor([c.appropriate for c in x.candidates])
+    def best(self, batch: list[RankingList]) -> torch.Tensor:
+        """:func:`top_grade` per row: a last-turn row has its list's."""
+        full = top_grade(batch)
         return torch.cat([full, full[self.multi]])
 
     def served(self, logits: torch.Tensor, last_turn_weight: float) -> torch.Tensor:
@@ -94,6 +92,18 @@ class ViewLogits:
         combined = full.clone()
         combined[self.multi] = context_views.mean(full[self.multi], logits[self.size :], last_turn_weight)
         return combined
+
+
+def top_grade(batch: list[RankingList]) -> torch.Tensor:
+    """(lists, widest list): each list's candidates of its highest grade, which P@1 counts right.
+
+    None where no candidate is appropriate.
+    """
+    best = torch.zeros(len(batch), max(len(x.candidates) for x in batch), dtype=torch.bool)
+    for row, x in enumerate(batch):
+        gains = [c.gain for c in x.candidates]
+        best[row, : len(gains)] = torch.tensor([g == max(gains) > 0 for g in gains])
+    return best
 
 
 def label_loss(logits: torch.Tensor, batch: list[RankingList], args) -> torch.Tensor:
@@ -159,7 +169,7 @@ def loss_of(
     target = teachers.logits(views.batch.logits)
     present = views.batch.present().to(logits.device)
     margin = getattr(args, "keep_top", 0.0)
-    keep = KeepTop(views.right(batch).to(logits.device), margin) if margin > 0 else None
+    keep = KeepTop(views.best(batch).to(logits.device), margin) if margin > 0 else None
     shares = getattr(args, "distill_shares", None)
     if shares:  # each file its own mix: the taught mask below is not needed
         names = {str(s.path): s.name for s in args.data}

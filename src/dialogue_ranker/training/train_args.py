@@ -197,9 +197,10 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         type=keep_top_margin,
         default=0.0,
         metavar="MARGIN",
-        help="with --teacher: on each distilled list whose teachers rank a right candidate first, a hinge "
-        "holding the ranker's logit for it MARGIN above its best wrong candidate's (training/distill.py; "
-        "0: off): the teachers' right top-1 decisions kept, near ties included",
+        help="with --teacher: on each distilled list whose teachers rank a right candidate first (one of "
+        "the list's highest grade, as P@1 counts it), a hinge holding the ranker's logit for it MARGIN "
+        "above its best wrong candidate's (training/distill.py; 0: off): the teachers' right top-1 "
+        "decisions kept, near ties included",
     )
     p.add_argument(
         "--distill-replaces-labels",
