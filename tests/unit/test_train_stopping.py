@@ -70,7 +70,8 @@ def test_each_named_file_mixes_its_labels_and_the_teacher_at_its_own_share() -> 
     def rows(flags: list[bool]) -> torch.Tensor:
         return torch.tensor(flags)
 
-    loss = mixed_by_share(served, lists, args, (served, teacher, present, None), shares, rows)
+    distill = (served, teacher, present, None)  # no --keep-top
+    loss = mixed_by_share(served, lists, args, distill, shares, rows)
     at = torch.tensor
     expected = (
         0.25 * label_loss(served[[1]], [lists[1]], args)
@@ -80,11 +81,10 @@ def test_each_named_file_mixes_its_labels_and_the_teacher_at_its_own_share() -> 
     )
     assert torch.isclose(loss, expected)
     # Every list at share 0 is the label loss alone; at 1, the distillation alone.
-    distill = (served, teacher, present, None)
     assert torch.isclose(mixed_by_share(served, lists, args, distill, [0.0] * 4, rows),
                          label_loss(served, lists, args))  # fmt: skip
     assert torch.isclose(
-        mixed_by_share(served, lists, args, (served, teacher, present, None), [1.0] * 4, rows),
+        mixed_by_share(served, lists, args, distill, [1.0] * 4, rows),
         distillation_loss(served, teacher, present, at([True] * 4)),
     )
 

@@ -96,8 +96,7 @@ def guard_flags(
     """
     share = args.team_teacher if team else 0.0
     flags = train_flags(args.guard if replay else "none", base["path"], replay, share)
-    keep = getattr(args, "keep_top", 0.0)
-    return [*flags, "--keep-top", f"{keep:g}"] if flags and keep else flags
+    return [*flags, "--keep-top", f"{args.keep_top:g}"] if flags and args.keep_top else flags
 
 
 def train_argv(args: argparse.Namespace, layout: Layout, prepared: dict[str, Any]) -> list[str]:

@@ -18,9 +18,9 @@ order. ``dialogue_ranker.training.train`` adds ``(1 - w) x`` its label loss to `
 
 ``--keep-top MARGIN`` adds a hinge for each list whose teachers rank a right candidate first (one of
 the list's highest grade, as P@1 counts it): the student's logit for it is held MARGIN above that of
-its best candidate of a lower grade (:func:`keep_top_loss`). The
-softmax target says little about a near tie, and a fine-tune's lost top-1 decisions are nearly all
-the base's near ties (docs/research/2026-12-04-adapt-low-rank-and-statement-variants.md).
+its best candidate of a lower grade (:func:`keep_top_loss`). The softmax target says little about a
+near tie, and a fine-tune's lost top-1 decisions are nearly all the base's near ties
+(docs/research/2026-12-04-adapt-low-rank-and-statement-variants.md).
 """
 
 from __future__ import annotations
@@ -142,12 +142,11 @@ def distillation_loss(
     ``taught``: which lists are distilled (``--distill-on``; default all). None taught: zero.
     ``keep``: ``--keep-top``'s hinge added (:func:`keep_top_loss`).
     """
-    right = keep.right if keep else None
     if taught is not None:
         if not bool(taught.any()):
             return student.sum() * 0.0  # keeps the graph: the step still backpropagates its labels
         student, teacher, present = student[taught], teacher[taught], present[taught]
-        right = right[taught] if right is not None else None
+        keep = KeepTop(keep.right[taught], keep.margin) if keep else None
     blocked = torch.finfo(student.dtype).min
     target = torch.softmax(teacher.masked_fill(~present, blocked), dim=-1)
     log_p = torch.log_softmax(student.masked_fill(~present, blocked), dim=-1)
@@ -155,6 +154,6 @@ def distillation_loss(
     pointwise = torch.nn.functional.binary_cross_entropy_with_logits(
         student[present], torch.sigmoid(teacher[present])
     )
-    if keep is None or right is None or keep.margin <= 0:
+    if keep is None or keep.margin <= 0:
         return listwise + pointwise
-    return listwise + pointwise + keep_top_loss(student, teacher, present, right, keep.margin)
+    return listwise + pointwise + keep_top_loss(student, teacher, present, keep.right, keep.margin)
