@@ -125,18 +125,21 @@ def test_a_candidates_score_does_not_depend_on_its_batch_mates(model_dir: Path, 
 
 @needs_openvino
 async def test_auto_checks_every_runtime_and_reports_its_choice(model_dir: Path) -> None:
-    bodies, listed = await rank_all(Settings(model=model_dir))
+    # The whole trial takes about 8 s on 2 idle cores; a busy CI host can spend the default 20 s
+    # (auto.max-trial-s) before it reaches OpenVINO f32, which is then rightly "not tried". This test
+    # is about the verdicts, so it lifts that bound (test_backend_choice checks the bound itself).
+    bodies, listed = await rank_all(Settings(model=model_dir, auto={"max_trial_s": 600}))
     choice = listed["backend_choice"]
-    assert choice["mode"] == "auto" and listed["backend"] == choice["backend"]
+    assert choice["mode"] == "auto" and listed["backend"] == choice["backend"], choice
     trials = {(t["runtime"], t["precision"]): t for t in choice["trials"]}
     limits = Settings().auto
     tolerance = auto.Tolerance(limits.min_top1_agreement, limits.max_mean_abs_diff)
     for t in trials.values():  # each measured verdict follows from its own figures
         if t["top1_agreement"] is not None:
             assert t["accepted"] == (not tolerance.refuses(t["top1_agreement"], t["mean_abs_diff"])), t
-    assert trials[("openvino", "f32")]["accepted"]
+    assert trials[("openvino", "f32")]["accepted"], choice
     if int8_dot_products():
-        assert trials[("onnx", "int8")]["accepted"]
+        assert trials[("onnx", "int8")]["accepted"], choice
     else:  # ONNX Runtime's AVX2 u8s8 kernels saturate in 16 bits (cpu.INT8_DOT_FLAGS)
         assert "top-1 agreement" in trials[("onnx", "int8")]["note"], trials
     # The fastest serves, or of those within TIE_MARGIN of it (timing noise), the nearest fp32.
