@@ -137,7 +137,9 @@ async def test_auto_checks_every_runtime_and_reports_its_choice(model_dir: Path)
     for t in trials.values():  # each measured verdict follows from its own figures
         if t["top1_agreement"] is not None:
             assert t["accepted"] == (not tolerance.refuses(t["top1_agreement"], t["mean_abs_diff"])), t
-    assert trials[("openvino", "f32")]["accepted"], choice
+    # OpenVINO f32 is tried and scored (so the loop above judged its verdict); that its figures are
+    # within tolerance is test_openvino_is_within_tolerance_of_fp32_on_the_bundles_samples's claim.
+    assert trials[("openvino", "f32")]["top1_agreement"] is not None, choice
     if int8_dot_products():
         assert trials[("onnx", "int8")]["accepted"], choice
     else:  # ONNX Runtime's AVX2 u8s8 kernels saturate in 16 bits (cpu.INT8_DOT_FLAGS)
