@@ -286,3 +286,40 @@ def test_keep_top_trains_with_a_teacher_and_is_refused_without_one(run, sugar_li
     assert result["steps"] == 1
     config = json.loads((out / "config.json").read_text())
     assert config["keep_top"] == 1.5
+
+
+def test_the_teachers_score_only_the_lists_they_teach(run, sugar_lists):
+    """A batch none of whose lists is taught runs no teacher; a mixed one scores the taught rows alone."""
+    from dialogue_ranker.training import train
+    from dialogue_ranker.training.distill import Ensemble, parse_teacher
+    from dialogue_ranker.training.list_loss import ListBatch, teacher_targets
+    from dialogue_ranker.training.shared_prefix import load_run_for_scoring
+    from dialogue_ranker.training.train_lists import encode, load_splits
+
+    config = json.loads((run / "config.json").read_text())
+    ensemble = Ensemble([parse_teacher(f"{run}:1")], config["encoding"], torch.device("cpu"))
+    read: list[int] = []
+    teacher, _ = ensemble.members[0]
+    real_forward = teacher.forward
+
+    def counted(**feeds):
+        read.append(int(feeds["input_ids"].shape[0]))
+        return real_forward(**feeds)
+
+    teacher.forward = counted
+    model, encoder = load_run_for_scoring(run)
+    lists = load_splits(train.parse_args(["--data", str(sugar_lists), "--out", "x", *SMALL]))[0]["sugar"][:4]
+    batch = ListBatch(encoder, [encode(encoder, x) for x in lists])
+    with torch.no_grad():
+        logits = batch.logits(model)
+        every = teacher_targets(ensemble, batch, torch.ones(4, dtype=torch.bool), logits)
+        assert read == [len(batch.flat)]
+        none = teacher_targets(ensemble, batch, torch.zeros(4, dtype=torch.bool), logits)
+        assert read == [len(batch.flat)] and not none.any()
+        rows = torch.tensor([False, True, False, True])
+        some = teacher_targets(ensemble, batch, rows, logits)
+    taught_sequences = sum(len(batch.sequences[r]) for r in (1, 3))
+    assert read[1:] == [taught_sequences]
+    assert not some[~rows].any()
+    # The taught rows, padded on their own, score as they do in the whole batch.
+    torch.testing.assert_close(some[rows], every[rows], atol=1e-4, rtol=1e-4)

@@ -33,8 +33,14 @@ def _flags(sugar, out):
 # the checkpoint must carry the average the dev checks score; with --lora-rank, the adapters.
 @pytest.mark.parametrize(
     "anchor",
-    [[], ["--anchor-weight", "2000"], ["--ema", "0.6"], ["--lora-rank", "4", "--freeze-layers", "3"]],
-    ids=["plain", "anchored", "averaged", "low-rank"],
+    [
+        [],
+        ["--anchor-weight", "2000"],
+        ["--ema", "0.6"],
+        ["--lora-rank", "4", "--freeze-layers", "3"],
+        ["--attention-dropout", "0"],
+    ],
+    ids=["plain", "anchored", "averaged", "low-rank", "no-attention-dropout"],
 )
 def test_a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path, sugar_lists, anchor):
     whole, pieces = tmp_path / "whole", tmp_path / "pieces"
@@ -204,3 +210,34 @@ def test_auto_precision_times_both_leaves_no_trace_and_a_resumed_run_keeps_its_c
     resumed = train.main([*_flags(sugar_lists, pieces), "--precision", "auto", "--resume"])
     assert resumed["training_precision"] == other
     assert json.loads((pieces / "config.json").read_text())["training_precision"] == other
+
+
+def test_attention_dropout_is_set_in_every_block_recorded_and_refused_out_of_range(tmp_path, sugar_lists):
+    from dialogue_ranker.export.card_lines import stage_schedule
+    from dialogue_ranker.training.attention_dropout import set_attention_dropout
+    from dialogue_ranker.training.backbone import backbone_dir
+
+    model = SharedPrefixRanker.load(backbone_dir())
+    blocks = [m for m in model.modules() if type(m).__name__.endswith("SelfAttention")]
+    assert {m.dropout.p for m in blocks} == {0.1}  # all-MiniLM-L6-v2's own
+    assert set_attention_dropout(model, 0.0) == len(blocks) == 6
+    assert {m.dropout.p for m in blocks} == {0.0}
+    hidden = [
+        m.p for name, m in model.named_modules() if isinstance(m, torch.nn.Dropout) and "self" not in name
+    ]
+    assert hidden and set(hidden) == {0.1}  # the hidden states keep theirs
+    with pytest.raises(DataError, match="no self-attention block"):
+        set_attention_dropout(torch.nn.Sequential(torch.nn.Linear(2, 2)), 0.0)
+
+    # Without dropout anywhere the training pass is the scoring pass: a step's loss reads the same twice.
+    out = tmp_path / "run"
+    train.main(
+        [*_flags(sugar_lists, out), "--max-steps", "2", "--checkpoint-every", "0", "--attention-dropout", "0"]
+    )
+    config = json.loads((out / "config.json").read_text())
+    assert config["attention_dropout"] == 0.0
+    assert "attention dropout 0" in stage_schedule(config)
+    assert "attention dropout" not in stage_schedule({**config, "attention_dropout": None})
+    for bad in ("1", "-0.1", "x"):
+        with pytest.raises(SystemExit):
+            train.parse_args([*_flags(sugar_lists, tmp_path / "bad"), "--attention-dropout", bad])

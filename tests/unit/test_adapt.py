@@ -313,6 +313,23 @@ def test_adapt_freezes_layers_when_asked_and_fits_its_schedule_to_its_time_limit
     assert flags[flags.index("--freeze-layers") + 1] == "3"
 
 
+def test_adapt_trains_without_attention_dropout_unless_told_and_its_probes_time_the_same(
+    tmp_path: Path,
+) -> None:
+    from dialogue_ranker.adapt.args import build_parser
+    from dialogue_ranker.adapt.train_phase import base_flags
+
+    argv, _ = adapt_train_argv(tmp_path)
+    assert argv[argv.index("--attention-dropout") + 1] == "0"
+    argv, _ = adapt_train_argv(tmp_path, "--attention-dropout", "0.1")
+    assert argv[argv.index("--attention-dropout") + 1] == "0.1"
+    args = build_parser(None).parse_args(["--lists", "a.jsonl", "--out", "o", "--attention-dropout", "0.1"])
+    flags = base_flags(args, base_facts(tmp_path))
+    assert flags[flags.index("--attention-dropout") + 1] == "0.1"
+    with pytest.raises(SystemExit):
+        build_parser(None).parse_args(["--lists", "a.jsonl", "--out", "o", "--attention-dropout", "1.5"])
+
+
 def test_adapt_passes_a_low_rank_update_to_training_and_its_probes_only_when_asked(tmp_path: Path) -> None:
     from dialogue_ranker.adapt.args import build_parser
     from dialogue_ranker.adapt.train_phase import base_flags

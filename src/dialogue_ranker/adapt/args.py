@@ -9,7 +9,13 @@ from dialogue_ranker.adapt.guard import GUARDS, parse_replay
 from dialogue_ranker.adapt.regression import DEFAULT_SUITE, REPO
 from dialogue_ranker.serving.settings import DEFAULT_MODEL_DIR
 from dialogue_ranker.training.backbone import PRECISIONS
-from dialogue_ranker.training.train_args import ema_decay, keep_top_margin, list_size, lora_rank
+from dialogue_ranker.training.train_args import (
+    attention_dropout,
+    ema_decay,
+    keep_top_margin,
+    list_size,
+    lora_rank,
+)
 
 #: The phases, in order (``--stop-after`` names one).
 PHASES = ("prepare", "train", "export", "calibrate", "evaluate", "report")
@@ -33,6 +39,10 @@ EMA = 0.0
 ANCHOR_WEIGHT = 0.0
 #: ``ranker train --freeze-layers``: 0 until a measured run chooses otherwise.
 FREEZE_LAYERS = 0
+#: ``ranker train --attention-dropout``: none on the attention's probabilities, so that a CPU's
+#: attention takes its fused kernel. A training step of the team's lists took half the time
+#: (docs/research/2026-12-06-attention-dropout.md); the hidden states keep the base's 0.1.
+ATTENTION_DROPOUT = 0.0
 #: ``ranker train --lora-rank``: 0 (the weights themselves) until a measured run chooses otherwise.
 LORA_RANK = 0
 #: ``ranker train --keep-top``: 0 (off) until a measured run chooses otherwise.
@@ -128,6 +138,14 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         metavar="N",
         help="keep the base's embeddings and first N encoder layers as they are (ranker train "
         "--freeze-layers): cheaper steps, and what those layers knew is kept",
+    )
+    p.add_argument(
+        "--attention-dropout",
+        type=attention_dropout,
+        default=ATTENTION_DROPOUT,
+        metavar="P",
+        help="the dropout on the encoder's attention probabilities (ranker train --attention-dropout): at 0 "
+        "a step takes about half the time on a CPU, so the budget holds more steps",
     )
     p.add_argument(
         "--lora-rank",

@@ -72,6 +72,7 @@ def base_flags(args: argparse.Namespace, base: dict[str, Any], *, precision: str
         "--max-candidate-tokens", str(base["encoding"]["max_candidate_tokens"]),
         "--last-turn-weight", f"{base['views'].get('last_turn_weight', 0.0):g}",
         "--threads", str(args.threads),
+        "--attention-dropout", f"{args.attention_dropout:g}",
         *(["--anchor-weight", f"{args.anchor_weight:g}"] if args.anchor_weight else []),
         *(["--freeze-layers", str(args.freeze_layers)] if args.freeze_layers else []),
         *(["--ema", f"{args.ema:g}"] if args.ema else []),

@@ -47,6 +47,7 @@ LATER_FLAGS = {
     "ema": 0.0,
     "lora_rank": 0,
     "keep_top": 0.0,
+    "attention_dropout": None,
 }
 
 

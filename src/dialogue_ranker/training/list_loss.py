@@ -30,6 +30,7 @@ class ListBatch:
     """Lists' sequences padded once, to be scored by one model or several (a student and its teachers)."""
 
     def __init__(self, encoder: ListEncoder, sequences: list[list[EncodedList]]) -> None:
+        self.encoder = encoder
         self.sequences = sequences
         self.flat = [s for seqs in sequences for s in seqs]
         self.feeds = to_tensors(encoder, self.flat, device())
@@ -47,6 +48,11 @@ class ListBatch:
             start += len(seqs)
         width = max(len(r) for r in rows)
         return torch.stack([torch.nn.functional.pad(r, (0, width - len(r))) for r in rows])
+
+    def rows(self, kept: list[bool]) -> ListBatch:
+        """The lists (rows) flagged in ``kept``, padded anew to their own longest sequence."""
+        kept_sequences = [seqs for seqs, keep in zip(self.sequences, kept, strict=True) if keep]
+        return ListBatch(self.encoder, kept_sequences)
 
     def present(self) -> torch.Tensor:
         """(lists, widest list): which entries of :meth:`logits`' rows are candidates."""
@@ -166,7 +172,6 @@ def loss_of(
     served = views.served(logits, args.last_turn_weight)
     if teachers is None:
         return label_loss(served, batch, args)
-    target = teachers.logits(views.batch.logits)
     present = views.batch.present().to(logits.device)
     margin = getattr(args, "keep_top", 0.0)
     keep = KeepTop(views.best(batch).to(logits.device), margin) if margin > 0 else None
@@ -174,16 +179,38 @@ def loss_of(
     if shares:  # each file its own mix: the taught mask below is not needed
         names = {str(s.path): s.name for s in args.data}
         per_list = [shares.get(names.get(list_file(x), ""), 0.0) for x in batch]
+        target = teacher_targets(teachers, views.batch, views.per_row([s > 0 for s in per_list]), logits)
         return mixed_by_share(served, batch, args, (logits, target, present, keep), per_list, views.per_row)
     taught_lists, taught = None, None
     if args.distill_on:
         files = data_files(args, args.distill_on)
         taught_lists = [list_file(x) in files for x in batch]
         taught = views.per_row(taught_lists).to(logits.device)
+    rows = taught.cpu() if taught is not None else torch.ones(len(views.batch.sequences), dtype=torch.bool)
+    target = teacher_targets(teachers, views.batch, rows, logits)
     distilled = distillation_loss(logits, target, present, taught, keep)
     if getattr(args, "distill_replaces_labels", False) and taught_lists is not None:
         return taught_or_labelled(served, batch, args, distilled, taught_lists)
     return (1 - args.distill_weight) * label_loss(served, batch, args) + args.distill_weight * distilled
+
+
+def teacher_targets(
+    teachers: Ensemble, batch: ListBatch, rows: torch.Tensor, logits: torch.Tensor
+) -> torch.Tensor:
+    """The teachers' logits on the rows the distillation reads (``rows``), zero on the others.
+
+    The teachers' pass costs about a third of a step, and a batch of one file (``ranker train``
+    batches within a file) is either all taught or not at all: ``ranker adapt``'s batches of the
+    team's own lists, which the base does not teach, run no teacher. Every row taught is the one
+    batch as padded for the student, so the targets are the same bits as the student's sequences give.
+    """
+    if bool(rows.all()):
+        return teachers.logits(batch.logits)
+    target = torch.zeros_like(logits, dtype=torch.float32)
+    if bool(rows.any()):
+        taught = teachers.logits(batch.rows(rows.tolist()).logits)
+        target[rows.to(logits.device), : taught.shape[1]] = taught
+    return target
 
 
 def mixed_by_share(

@@ -60,6 +60,7 @@ from dialogue_ranker.evaluation import calibration as calibrate
 from dialogue_ranker.serving.calibration import sigmoid
 from dialogue_ranker.serving.list_encoding import ListEncoder
 from dialogue_ranker.training import checkpoint
+from dialogue_ranker.training.attention_dropout import set_attention_dropout
 from dialogue_ranker.training.backbone import (
     backbone_dir,
     backbone_label,
@@ -239,6 +240,9 @@ def main(argv: list[str] | None = None) -> dict:
     print("lists:", {n: {"train": len(train[n]), "dev": len(dev[n])} for n in train}, flush=True)
     pair = args.layout == "pair"
     encoder, model = load_start(start, args, pair=pair)
+    if args.attention_dropout is not None:
+        blocks = set_attention_dropout(model, args.attention_dropout)
+        print(f"--attention-dropout {args.attention_dropout:g}: set in {blocks} attention blocks", flush=True)
     if args.freeze_layers:
         frozen = freeze(model, args.freeze_layers)
         print(f"--freeze-layers {args.freeze_layers}: {frozen:,} weights kept as they start", flush=True)
