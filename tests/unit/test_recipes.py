@@ -413,6 +413,16 @@ def test_a_shipped_model_teaches_on_the_data_entries_named(tmp_path):
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--distill-on"] == ["a:0.85", "lists"]
 
 
+def test_a_train_stage_passes_its_attention_dropout_and_refuses_one_that_is_not_a_probability(tmp_path):
+    argv = argv_of(
+        Plan(fake_repo(tmp_path, TINY.replace("lr = 2e-5", "lr = 2e-5\nattention_dropout = 0.0"))), "two"
+    )
+    assert argv[argv.index("--attention-dropout") + 1] == "0"
+    assert "--attention-dropout" not in argv_of(Plan(fake_repo(tmp_path / "default", TINY)), "two")
+    with pytest.raises(RecipeError, match="attention_dropout"):
+        Plan(fake_repo(tmp_path / "bad", TINY.replace("lr = 2e-5", "lr = 2e-5\nattention_dropout = 1.0")))
+
+
 def test_an_interrupted_train_stage_resumes_from_its_checkpoint_unless_its_input_ran_again(tmp_path):
     plan = Plan(fake_repo(tmp_path, TINY))
     mark_done(plan, "data")

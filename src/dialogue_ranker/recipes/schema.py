@@ -157,6 +157,8 @@ class TrainStage(_Stage):
     batch_lists: int | None = Field(default=None, gt=0)
     dev_lists: int | None = Field(default=None, gt=0)
     precision: Literal["fp32", "bf16", "auto"] | None = None
+    #: ``ranker train --attention-dropout``: 0 halves a CPU step (training/attention_dropout.py).
+    attention_dropout: float | None = Field(default=None, ge=0, lt=1)
     #: Distillation: finished run stages ``"STAGE:WEIGHT"`` whose output ensemble the run learns.
     teachers: list[str] = []
     #: Model directories ``"DIR:WEIGHT"`` as teachers too (a shipped model kept where a stage on
