@@ -302,15 +302,17 @@ def test_adapt_freezes_layers_when_asked_and_fits_its_schedule_to_its_time_limit
     from dialogue_ranker.adapt.train_phase import base_flags, time_flags
 
     argv, _ = adapt_train_argv(tmp_path)
+    assert argv[argv.index("--freeze-layers") + 1] == "3"  # the default
+    argv, _ = adapt_train_argv(tmp_path, "--freeze-layers", "0")
     assert "--freeze-layers" not in argv
     # The plan aims high; the run fits its schedule to its own rate within its phase's limit.
     limit = time_flags(1000.0)
     assert limit[limit.index("--max-seconds") + 1] == "960" and "--replan" in limit
-    argv, _ = adapt_train_argv(tmp_path, "--freeze-layers", "3")
-    assert argv[argv.index("--freeze-layers") + 1] == "3"
-    args = build_parser(None).parse_args(["--lists", "a.jsonl", "--out", "o", "--freeze-layers", "3"])
+    argv, _ = adapt_train_argv(tmp_path, "--freeze-layers", "2")
+    assert argv[argv.index("--freeze-layers") + 1] == "2"
+    args = build_parser(None).parse_args(["--lists", "a.jsonl", "--out", "o", "--freeze-layers", "2"])
     flags = base_flags(args, base_facts(tmp_path))  # the probes time the cheaper step
-    assert flags[flags.index("--freeze-layers") + 1] == "3"
+    assert flags[flags.index("--freeze-layers") + 1] == "2"
 
 
 def test_adapt_trains_without_attention_dropout_unless_told_and_its_probes_time_the_same(

@@ -37,8 +37,10 @@ LEARNING_RATE = 5e-5
 EMA = 0.0
 #: ``ranker train --anchor-weight``: 0 until a measured run chooses otherwise.
 ANCHOR_WEIGHT = 0.0
-#: ``ranker train --freeze-layers``: 0 until a measured run chooses otherwise.
-FREEZE_LAYERS = 0
+#: ``ranker train --freeze-layers``: the embeddings and first 3 of the 6 layers kept, as in every
+#: persona run since run 17 (run 10 held the guard where the unfrozen runs 9 and 11 did not:
+#: docs/research/2026-12-01-adapt-replan-and-interpolation.md), and a cheaper backward pass.
+FREEZE_LAYERS = 3
 #: ``ranker train --attention-dropout``: none on the attention's probabilities, so that a CPU's
 #: attention takes its fused kernel. A training step of the team's lists took half the time
 #: (docs/research/2026-12-06-attention-dropout.md); the hidden states keep the base's 0.1.
