@@ -138,8 +138,10 @@ class Plan:
             name, share = _weighted(entry)
             share_text = f":{share:g}" if share is not None else ""
             argv += ["--distill-on", Path(self.data_file(name)).stem + share_text]
-        flags = ["distill_weight", "batch_lists", "lr", "seed", "max_steps", "precision", "dev_lists"]
-        flags.append("attention_dropout")
+        flags = [
+            "distill_weight", "batch_lists", "lr", "seed", "max_steps", "precision", "dev_lists",
+            "attention_dropout",
+        ]  # fmt: skip
         return argv + _flags(stage, flags) + ["--out", self.stage_dir(stage.name)]
 
     def _soup(self, stage: SoupStage) -> list[str]:
