@@ -7,6 +7,7 @@ checked against this run, and the encoding the run records for its teachers and 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,15 +44,26 @@ def list_size(text: str) -> int:
     return int(text)
 
 
-def ema_decay(text: str) -> float:
-    """``--ema DECAY``: 0 (off) or a decay in (0, 1)."""
+def number_flag(flag: str, text: str, expected: str, allowed: Callable[[float], bool], bounds: str) -> float:
+    """``text`` as ``flag``'s number; refused naming the flag where it is no number or not ``allowed``."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--ema takes a decay such as 0.98, got {text!r}") from None
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"--ema {text}: the decay must be at least 0 and below 1")
+        raise argparse.ArgumentTypeError(f"{flag} takes {expected}, got {text!r}") from None
+    if not allowed(value):
+        raise argparse.ArgumentTypeError(f"{flag} {text}: {bounds}")
     return value
+
+
+def ema_decay(text: str) -> float:
+    """``--ema DECAY``: 0 (off) or a decay in (0, 1)."""
+    return number_flag(
+        "--ema",
+        text,
+        "a decay such as 0.98",
+        lambda v: 0.0 <= v < 1.0,
+        "the decay must be at least 0 and below 1",
+    )
 
 
 def lora_rank(text: str) -> int:
@@ -63,24 +75,20 @@ def lora_rank(text: str) -> int:
 
 def attention_dropout(text: str) -> float:
     """``--attention-dropout P``: a probability in [0, 1) (training/attention_dropout.py)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--attention-dropout takes a probability, got {text!r}") from None
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"--attention-dropout {text}: a probability in [0, 1)")
-    return value
+    return number_flag(
+        "--attention-dropout", text, "a probability", lambda v: 0.0 <= v < 1.0, "a probability in [0, 1)"
+    )
 
 
 def keep_top_margin(text: str) -> float:
     """``--keep-top MARGIN``: 0 (off) or a positive margin in logits (training/distill.py)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--keep-top takes a margin in logits, got {text!r}") from None
-    if not 0.0 <= value <= 20.0:
-        raise argparse.ArgumentTypeError(f"--keep-top {text}: the margin must be between 0 and 20 logits")
-    return value
+    return number_flag(
+        "--keep-top",
+        text,
+        "a margin in logits",
+        lambda v: 0.0 <= v <= 20.0,
+        "the margin must be between 0 and 20 logits",
+    )
 
 
 def build_parser(description: str | None) -> argparse.ArgumentParser:
