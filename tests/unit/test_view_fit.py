@@ -79,3 +79,26 @@ def test_the_fit_reads_only_the_files_named() -> None:
     assert (chosen.last_turn, chosen.prior, table["lists"]) == (1.0, 0.0, 1)
     chosen, table = view_fit.fit(["other"], dev, per_view, BASE)
     assert (chosen.last_turn, chosen.prior, table["lists"]) == (0.0, 0.0, 1)
+
+
+def test_a_point_that_lowers_a_held_file_beyond_the_drop_is_not_chosen() -> None:
+    # The team wants the last turn alone (weight 1); at that point the held file's lists, which the
+    # full context ranks right and the last turn wrong, fall from P@1 1.0 to 0.0 against the given
+    # weights: the best point that keeps them is chosen instead, and the table says which held.
+    team = [a_list(right=1)]
+    team_views = [np.array([1.0, 0.0, -1.0]), np.array([0.0, 1.5, -1.0]), np.array([0.0, -2.0, 0.0])]
+    held = [a_list(right=0) for _ in range(4)]
+    held_views = [np.array([1.0, 0.0, 0.0]), np.array([0.0, 1.5, 0.0]), np.array([0.0, 0.0, 0.0])]
+    dev = {"team": team, "replay": held}
+    per_view = {"team": [team_views], "replay": [held_views] * 4}
+    chosen, table = view_fit.fit(["team"], dev, per_view, BASE)
+    assert (chosen.last_turn, chosen.prior) == (1.0, 0.0)  # unheld: the team's best
+    chosen, table = view_fit.fit(["team"], dev, per_view, BASE, hold=["replay"])
+    assert chosen.last_turn < 1.0
+    by_point = {(r["last_turn_weight"], r["prior_weight"]): r for r in table["grid"]}
+    assert by_point[(1.0, 0.0)]["held"] is False and by_point[(1.0, 0.0)]["replay precision_at_1"] == 0.0
+    assert by_point[(0.5, 0.2)]["held"] is True and by_point[(0.5, 0.2)]["replay precision_at_1"] == 1.0
+    assert table["hold"] == {"files": ["replay"], "max_drop": view_fit.MAX_HOLD_DROP}
+    # A drop within the allowance is no bar: allowing the whole of P@1, the team's best wins again.
+    chosen, _ = view_fit.fit(["team"], dev, per_view, BASE, hold=["replay"], max_drop=1.0)
+    assert (chosen.last_turn, chosen.prior) == (1.0, 0.0)

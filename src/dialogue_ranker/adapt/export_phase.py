@@ -71,7 +71,9 @@ def run_export(args: argparse.Namespace, layout: Layout, prepared: dict[str, Any
          "--dev-lists", str(prepared["plan"]["export_dev_lists"]),
          "--speed-requests", str(SPEED_REQUESTS),
          "--calibrate-on", prepared["team"]["name"],
-         *(["--fit-views-on", prepared["team"]["name"]] if args.views == "fit" else [])]
+         *(["--fit-views-on", prepared["team"]["name"]] if args.views == "fit" else []),
+         *(["--views-hold", ",".join(r["name"] for r in prepared["replay"])]
+           if args.views == "fit" and prepared["replay"] else [])]
     )  # fmt: skip
     retriever = args.model / RETRIEVER_DIR
     if retriever.is_dir():

@@ -69,11 +69,19 @@ def fitted_views_text(fit: dict | None) -> str:
     if not fit:
         return ""
     rows = ", ".join(
-        f"{r['last_turn_weight']:g} / {r['prior_weight']:g}: {r['precision_at_1']:.3f}" for r in fit["grid"]
+        f"{r['last_turn_weight']:g} / {r['prior_weight']:g}: {r['precision_at_1']:.3f}"
+        + ("" if r.get("held", True) else " (lowers the replay)")
+        for r in fit["grid"]
     )
-    chosen = fit["chosen"]
+    chosen, hold = fit["chosen"], fit.get("hold")
+    held = (
+        f", leaving out a point that lowers a replay file's dev P@1 ({', '.join(hold['files'])}) by more "
+        f"than {hold['max_drop']:g}"
+        if hold
+        else ""
+    )
     return (
-        f"The weights were chosen on {fit['lists']} of the team's dev lists by P@1 (last-turn / prior: "
+        f"The weights were chosen on {fit['lists']} of the team's dev lists by P@1{held} (last-turn / prior: "
         f"{rows}): {chosen['last_turn_weight']:g} / {chosen['prior_weight']:g}. "
     )
 

@@ -42,16 +42,19 @@ def served_dev_logits(
     Otherwise each view is scored once, the prior centred on the dev lists (``report["views"]``),
     and the views' speed measured (``report["last_turn_view_speed"]``). With ``--fit-views-on``
     the weights are first chosen on those files' dev lists (:mod:`dialogue_ranker.export.view_fit`;
-    ``report["views_fit"]``), the flags' (or the base bundle's) kept on a tie.
+    ``report["views_fit"]``), the flags' (or the base bundle's) kept on a tie, and no point chosen
+    that lowers a ``--views-hold`` file's dev P@1 beyond the fit's drop.
     """
     views = ViewWeights(last_turn=args.last_turn_weight, prior=args.prior_weight)
     fit_on = args.fit_views_on.split(",") if args.fit_views_on else []
     if not views.adds_views and not fit_on:
         return views, logits
     if fit_on:
+        hold = args.views_hold.split(",") if getattr(args, "views_hold", None) else []
         refuse_unknown_files("--fit-views-on", fit_on, dev)
+        refuse_unknown_files("--views-hold", hold, dev)
         per_view = views_logits(sess, encoder, dev, view_fit.scoring_weights(views))
-        views, report["views_fit"] = view_fit.fit(fit_on, dev, per_view, views)
+        views, report["views_fit"] = view_fit.fit(fit_on, dev, per_view, views, hold=hold)
         print("views fitted:", json.dumps(report["views_fit"]), flush=True)
         if not views.adds_views:
             return views, logits

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from dialogue_ranker.export import view_fit
+
 #: The graphs the export can build, in the order it builds them.
 VARIANTS = (
     "fp32",
@@ -102,6 +104,14 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         help="comma-separated training files of the run whose dev lists choose the context views' "
         "weights from a small grid, the given ones (flags or base bundle) kept on a tie "
         "(export/view_fit.py); default: the given ones as they are",
+    )
+    p.add_argument(
+        "--views-hold",
+        default=None,
+        metavar="FILES",
+        help="with --fit-views-on: comma-separated training files whose dev P@1 a fitted point may "
+        f"lower by at most {view_fit.MAX_HOLD_DROP:g} against the given weights (ranker adapt names "
+        "its replay files)",
     )
     p.add_argument(
         "--serving-from",

@@ -11,6 +11,12 @@ Each dev list is scored once per view, with every view the grid may use; each gr
 recombines those logits (no graph run), so the fit costs one scoring of the dev lists. The point
 with the best mean P@1 over the named files' dev lists wins (then nDCG@3); a tie keeps the weights
 given (the base's), then the cheaper point (fewer views served).
+
+Held files (``--views-hold``: an adapt run's replay files) keep what the given weights rank: a point
+that lowers one of their dev P@1 by more than :data:`MAX_HOLD_DROP` against the given weights is
+not chosen. Adapt run 35 (persona chat) chose the last turn alone (team dev P@1 0.592 against 0.547
+at 0.25 / 0) and broke the forgetting guard on Topical-Chat (test R@1 -0.037 from the base; -0.006
+at 0.25 / 0): docs/research/2026-12-06-attention-dropout.md.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from dialogue_ranker.serving.context_views import ViewWeights, combine
 
 #: The last-turn weights tried (with the one given); the prior's are 0 and the one given.
 LAST_TURN_GRID = (0.0, 0.25, 0.5, 1.0)
+#: The most a held file's dev P@1 may fall against the given weights (the adapt guard's drop).
+MAX_HOLD_DROP = 0.02
 
 
 def grid(given: ViewWeights) -> list[ViewWeights]:
@@ -75,10 +83,14 @@ def fit(
     dev: dict[str, list[RankingList]],
     per_view: dict[str, list[list[np.ndarray]]],
     given: ViewWeights,
+    hold: Sequence[str] = (),
+    max_drop: float = MAX_HOLD_DROP,
 ) -> tuple[ViewWeights, dict]:
     """The grid point with the best P@1 on the dev lists of ``names``, and the table that chose it.
 
     ``per_view``: each dev list's logits view by view, scored with :func:`scoring_weights`.
+    ``hold``: files whose dev P@1 may fall by at most ``max_drop`` against ``given``'s; a point
+    that lowers one further is left out (the given point always stays in).
     The chosen weights keep ``given``'s prior centre (re-fitted by the caller when the prior stays).
     """
     lists = [x for n in names for x in dev[n]]
@@ -86,10 +98,20 @@ def fit(
     points = grid(given)
     rows = [{"last_turn_weight": p.last_turn, "prior_weight": p.prior} for p in points]
     rows = [row | score_point(lists, logits, p) for row, p in zip(rows, points, strict=True)]
+    held = [held_p1(hold, dev, per_view, p) for p in points]
+    floor = {n: p1 - max_drop for n, p1 in held_p1(hold, dev, per_view, given).items()}
+    for row, p1 in zip(rows, held, strict=True):
+        row["held"] = all(p1[n] >= floor[n] - 1e-9 for n in hold)
 
     def rank(i: int) -> tuple:
         keeps = points[i].last_turn == given.last_turn and points[i].prior == given.prior
-        return (rows[i]["precision_at_1"], rows[i]["ndcg_at_3"], keeps, -cost(points[i]))
+        return (
+            keeps or rows[i]["held"],
+            rows[i]["precision_at_1"],
+            rows[i]["ndcg_at_3"],
+            keeps,
+            -cost(points[i]),
+        )
 
     chosen = points[max(range(len(rows)), key=rank)]
     table = {
@@ -97,6 +119,22 @@ def fit(
         "lists": len(lists),
         "given": {"last_turn_weight": given.last_turn, "prior_weight": given.prior},
         "chosen": {"last_turn_weight": chosen.last_turn, "prior_weight": chosen.prior},
-        "grid": [{k: round(v, 4) for k, v in row.items()} for row in rows],
+        "grid": [
+            {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}
+            | {f"{n} precision_at_1": round(p1[n], 4) for n in hold}
+            for row, p1 in zip(rows, held, strict=True)
+        ],
     }
+    if hold:
+        table["hold"] = {"files": list(hold), "max_drop": max_drop}
     return chosen, table
+
+
+def held_p1(
+    hold: Sequence[str],
+    dev: dict[str, list[RankingList]],
+    per_view: dict[str, list[list[np.ndarray]]],
+    weights: ViewWeights,
+) -> dict[str, float]:
+    """Each held file's dev P@1 under ``weights``."""
+    return {n: score_point(dev[n], per_view[n], weights)["precision_at_1"] for n in hold}
