@@ -50,7 +50,7 @@ def served_dev_logits(
     if not views.adds_views and not fit_on:
         return views, logits
     if fit_on:
-        hold = args.views_hold.split(",") if getattr(args, "views_hold", None) else []
+        hold = args.views_hold.split(",") if args.views_hold else []
         refuse_unknown_files("--fit-views-on", fit_on, dev)
         refuse_unknown_files("--views-hold", hold, dev)
         per_view = views_logits(sess, encoder, dev, view_fit.scoring_weights(views))

@@ -99,19 +99,14 @@ def fit(
     rows = [{"last_turn_weight": p.last_turn, "prior_weight": p.prior} for p in points]
     rows = [row | score_point(lists, logits, p) for row, p in zip(rows, points, strict=True)]
     held = [held_p1(hold, dev, per_view, p) for p in points]
-    floor = {n: p1 - max_drop for n, p1 in held_p1(hold, dev, per_view, given).items()}
+    # The grid holds the given point (grid() varies it), so its P@1 is read there, not scored again.
+    floor = {n: p1 - max_drop for n, p1 in held[points.index(given)].items()}
     for row, p1 in zip(rows, held, strict=True):
-        row["held"] = all(p1[n] >= floor[n] - 1e-9 for n in hold)
+        row["held"] = all(p1[n] >= floor[n] - 1e-9 for n in hold)  # the given point always holds
 
     def rank(i: int) -> tuple:
         keeps = points[i].last_turn == given.last_turn and points[i].prior == given.prior
-        return (
-            keeps or rows[i]["held"],
-            rows[i]["precision_at_1"],
-            rows[i]["ndcg_at_3"],
-            keeps,
-            -cost(points[i]),
-        )
+        return (rows[i]["held"], rows[i]["precision_at_1"], rows[i]["ndcg_at_3"], keeps, -cost(points[i]))
 
     chosen = points[max(range(len(rows)), key=rank)]
     table = {
