@@ -413,6 +413,20 @@ def test_a_shipped_model_teaches_on_the_data_entries_named(tmp_path):
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--distill-on"] == ["a:0.85", "lists"]
 
 
+def test_a_soup_of_one_run_moves_it_back_toward_the_bundle_it_began_at(tmp_path):
+    soup = '\n[[stages]]\nname = "s"\nkind = "soup"\nruns = ["two:1"]\n'
+    toward = soup + 'toward_bundle = "models/m"\nalpha = 0.6\n'
+    argv = argv_of(Plan(fake_repo(tmp_path, TINY + toward)), "s")
+    d = "runs/tiny"
+    assert argv == [
+        "interpolate", "--run", f"{d}/two", "--toward-bundle", "models/m", "--alpha", "0.6", "--alphas", "0.6",
+        "--out", f"{d}/s",
+    ]  # fmt: skip
+    # One run with nothing to move toward, or all the way at it, is a copy: refused.
+    assert "one run averages with nothing" in bad(TINY + soup)
+    assert "one run averages with nothing" in bad(TINY + soup + 'toward_bundle = "models/m"\n')
+
+
 def test_a_train_stage_passes_its_attention_dropout_and_refuses_one_that_is_not_a_probability(tmp_path):
     argv = argv_of(
         Plan(fake_repo(tmp_path, TINY.replace("lr = 2e-5", "lr = 2e-5\nattention_dropout = 0.0"))), "two"

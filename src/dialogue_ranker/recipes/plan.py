@@ -149,6 +149,8 @@ class Plan:
         argv = ["interpolate", "--run", self.stage_dir(first)]
         for name, weight in others:
             argv += ["--with", f"{self.stage_dir(name)}:{weight:g}"]
+        if stage.toward_bundle:
+            argv += ["--toward-bundle", stage.toward_bundle]
         alpha = f"{stage.alpha:g}"
         return argv + ["--alpha", alpha, "--alphas", alpha, "--out", self.stage_dir(stage.name)]
 

@@ -216,12 +216,15 @@ class SoupStage(_Stage):
     """``ranker interpolate``: a weighted average of runs' weights, ``runs = ["a:0.5", "b:0.5"]``.
 
     The first run is ``--run``, the others ``--with RUN:W``; the weights must sum to 1.
-    ``alpha`` < 1 moves the soup toward the untrained backbone (WiSE-FT).
+    ``alpha`` < 1 moves the soup toward the untrained backbone (WiSE-FT), or toward
+    ``toward_bundle``'s weights (``--toward-bundle``): for runs that began at a shipped bundle, the
+    line back to where they started. One run is enough then.
     """
 
     kind: Literal["soup"]
-    runs: list[str] = Field(min_length=2)
+    runs: list[str] = Field(min_length=1)
     alpha: float = Field(default=1.0, gt=0, le=1)
+    toward_bundle: str | None = None
 
     @field_validator("runs")
     @classmethod
@@ -232,6 +235,12 @@ class SoupStage(_Stage):
         if abs(sum(w for w in weights if w is not None) - 1) > 1e-6:
             raise ValueError(f"the weights sum to {sum(w for w in weights if w is not None):g}, not 1")
         return entries
+
+    @model_validator(mode="after")
+    def _moves(self) -> SoupStage:
+        if len(self.runs) == 1 and (self.alpha == 1 or self.toward_bundle is None):
+            raise ValueError("one run averages with nothing: name another run, or toward_bundle and an alpha below 1")
+        return self
 
     def refs(self) -> list[tuple[str, str, tuple[str, ...]]]:
         """The runs it averages."""
