@@ -419,8 +419,8 @@ def test_a_soup_of_one_run_moves_it_back_toward_the_bundle_it_began_at(tmp_path)
     argv = argv_of(Plan(fake_repo(tmp_path, TINY + toward)), "s")
     d = "runs/tiny"
     assert argv == [
-        "interpolate", "--run", f"{d}/two", "--toward-bundle", "models/m", "--alpha", "0.6", "--alphas", "0.6",
-        "--out", f"{d}/s",
+        "interpolate", "--run", f"{d}/two", "--toward-bundle", "models/m",
+        "--alpha", "0.6", "--alphas", "0.6", "--out", f"{d}/s",
     ]  # fmt: skip
     # One run with nothing to move toward, or all the way at it, is a copy: refused.
     assert "one run averages with nothing" in bad(TINY + soup)

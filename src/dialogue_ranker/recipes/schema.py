@@ -239,7 +239,9 @@ class SoupStage(_Stage):
     @model_validator(mode="after")
     def _moves(self) -> SoupStage:
         if len(self.runs) == 1 and (self.alpha == 1 or self.toward_bundle is None):
-            raise ValueError("one run averages with nothing: name another run, or toward_bundle and an alpha below 1")
+            raise ValueError(
+                "one run averages with nothing: name another run, or toward_bundle and an alpha below 1"
+            )
         return self
 
     def refs(self) -> list[tuple[str, str, tuple[str, ...]]]:
