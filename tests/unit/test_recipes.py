@@ -425,6 +425,7 @@ def test_a_soup_of_one_run_moves_it_back_toward_the_bundle_it_began_at(tmp_path)
     # One run with nothing to move toward, or all the way at it, is a copy: refused.
     assert "one run averages with nothing" in bad(TINY + soup)
     assert "one run averages with nothing" in bad(TINY + soup + 'toward_bundle = "models/m"\n')
+    assert "stages[2] (s).toward_bundle" in bad(TINY + soup + 'toward_bundle = ""\nalpha = 0.6\n')
 
 
 def test_a_train_stage_passes_its_attention_dropout_and_refuses_one_that_is_not_a_probability(tmp_path):

@@ -224,7 +224,7 @@ class SoupStage(_Stage):
     kind: Literal["soup"]
     runs: list[str] = Field(min_length=1)
     alpha: float = Field(default=1.0, gt=0, le=1)
-    toward_bundle: str | None = None
+    toward_bundle: str | None = Field(default=None, min_length=1)
 
     @field_validator("runs")
     @classmethod
