@@ -13,6 +13,12 @@ view, so the views' cost is measured side by side:
 
     python -m benchmarks.bundle_speed models/dialogue-minilm-l6 --without-views
 
+``--backends onnx,openvino`` times each bundle on each runtime (OpenVINO at ``--precision``, by
+default bf16 where the CPU has native bf16, as ``--backend auto`` would try it), so that two graphs
+of different kinds (int8 against fp16 weights) are compared on the runtime the service would pick:
+
+    python -m benchmarks.bundle_speed runs/model-2.10.0 models/dialogue-minilm-l6 --backends onnx,openvino
+
 Figures move 15-25% between runs on this machine: compare ratios from one run, not figures across
 runs.
 """
@@ -50,7 +56,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     p.add_argument(
         "--without-views", action="store_true", help="also time each last-turn-view bundle with one view"
     )
+    p.add_argument("--backends", default="onnx", help="runtimes, comma-separated: onnx, openvino")
+    p.add_argument("--precision", default="auto", help="OpenVINO's precision: auto, bf16 or f32")
     args = p.parse_args(argv)
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     kinds = {
         "situated, 3 candidates": dev_sample(args.data / "sugar.jsonl", args.requests, min_statements=8),
         "open chat, 10 candidates": dev_sample(args.data / "topical-chat.jsonl", args.requests),
@@ -58,10 +67,13 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     graphs = []  # (row name, session, encoder, view weights)
     for path in args.bundles:
         bundle = load_bundle(path)
-        sess, encoder = session(bundle.ranker.path), bundle.pair_encoder()
-        graphs.append((str(path), sess, encoder, bundle.views))
-        if args.without_views and bundle.views.adds_views:
-            graphs.append((f"{path}, one view", sess, encoder, 0.0))
+        encoder = bundle.pair_encoder()
+        for backend in backends:
+            sess = session(bundle.ranker.path, backend=backend, precision=args.precision)
+            name = str(path) if backends == ["onnx"] else f"{path} ({backend})"
+            graphs.append((name, sess, encoder, bundle.views))
+            if args.without_views and bundle.views.adds_views:
+                graphs.append((f"{name}, one view", sess, encoder, 0.0))
     results: dict[str, dict[str, float]] = {}
     for kind, lists in kinds.items():
         rounds: dict[str, list[float]] = {name: [] for name, *_ in graphs}

@@ -60,3 +60,16 @@ def test_a_last_turn_view_bundle_is_timed_with_and_without_its_second_view(model
     for figures in results.values():
         assert list(figures) == [str(model_dir), f"{model_dir}, one view"]
         assert all(value > 0 for value in figures.values())
+
+
+def test_each_bundle_is_timed_on_each_runtime_named(model_dir, tmp_path):
+    pytest.importorskip("openvino")
+    _write_lists(tmp_path / "sugar.jsonl", statements=8, candidates=3)
+    _write_lists(tmp_path / "topical-chat.jsonl", statements=0, candidates=10)
+    results = bundle_speed.main(
+        [str(model_dir), "--backends", "onnx,openvino", "--precision", "f32", "--data", str(tmp_path),
+         "--requests", "3", "--rounds", "1"]
+    )  # fmt: skip
+    for figures in results.values():
+        assert list(figures) == [f"{model_dir} (onnx)", f"{model_dir} (openvino)"]
+        assert all(value > 0 for value in figures.values())
