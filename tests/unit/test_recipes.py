@@ -14,7 +14,8 @@ from dialogue_ranker.recipes.schema import RecipeError, parse_recipe
 REPO = Path(__file__).resolve().parents[2]
 RECIPE_2_8_0 = REPO / "recipes" / "dialogue-minilm-l6-2.8.0.toml"  # two branches, two GPU stages
 RECIPE_2_9_0 = REPO / "recipes" / "dialogue-minilm-l6-2.9.0.toml"  # a stage on top of 2.8.0
-RECIPE_2_10_0 = REPO / "recipes" / "dialogue-minilm-l6-2.10.0.toml"  # shipped: 2.9.0's, written lists added
+RECIPE_2_10_0 = REPO / "recipes" / "dialogue-minilm-l6-2.10.0.toml"  # 2.9.0's, written lists added
+RECIPE_2_11_19 = REPO / "recipes" / "dialogue-minilm-l6-2.11.19.toml"  # shipped: 2.10.0 trained, moved back
 CPU = REPO / "recipes" / "dialogue-minilm-l6-cpu.toml"
 
 TINY = """
@@ -165,6 +166,29 @@ def test_the_2_10_0_recipe_is_2_9_0_s_stage_with_the_written_situations_in_its_m
     export = " ".join(argv_of(plan, "bundle"))
     assert "--run runs/dialogue-minilm-l6-2.10.0/written-s14 " in export and "--version 2.10.0 " in export
     assert "--variants int8_blockwise_asymmetric " in export and "models/" not in export
+
+
+def test_the_2_11_19_recipe_trains_on_2_10_0_and_moves_the_run_back_toward_it(tmp_path):
+    """2.11.19 reads 2.10.0 where it stays (runs/model-2.10.0), never the shipped folder it replaced."""
+    plan = Plan(fake_repo(tmp_path, RECIPE_2_11_19.read_text()))
+    recipe = plan.recipe
+    assert (recipe.name, recipe.version) == ("dialogue-minilm-l6", "2.11.19")
+    assert "models/dialogue-minilm-l6" not in " ".join(" ".join(argv_of(plan, s.name)) for s in recipe.stages)
+    train = next(s for s in recipe.stages if s.kind == "train")
+    assert train.init_bundle == "runs/model-2.10.0" and train.teacher_bundles == ["runs/model-2.10.0:1"]
+    assert {"persona-chat.jsonl:0.5", "sgd-train.jsonl:1.5", "taskmaster.jsonl:0.5"} <= set(train.data)
+    soup = " ".join(argv_of(plan, "wise"))
+    assert "--toward-bundle runs/model-2.10.0 --alpha 0.35 " in soup
+    export = " ".join(argv_of(plan, "bundle"))
+    assert "--run runs/dialogue-minilm-l6-2.11.19/wise " in export and "--version 2.11.19 " in export
+    assert "--variants fp16_weights " in export and "--calibrate-on sugar " in export
+    # The threshold is 2.10.0's operating point, kept rather than chosen again.
+    assert "--threshold-from runs/model-2.10.0 " in export and "--threshold-on" not in export
+    kept = 'threshold_from = "runs/model-2.10.0"'
+    both = RECIPE_2_11_19.read_text().replace(kept, kept + '\nthreshold_on = ["sugar"]')
+    assert "threshold_from keeps a threshold and threshold_on chooses one" in bad(both)
+    empty = RECIPE_2_11_19.read_text().replace(kept, 'threshold_from = " "')
+    assert "threshold_from names a bundle folder" in bad(empty)
 
 
 def test_the_cpu_recipe_runs_on_cpu_within_the_hour():

@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import json
 import random
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -86,8 +87,13 @@ def fit_shipped_calibration(
 
     ``logits``: the shipped graph's dev logits as served; ``held``: every stage's dev lists
     (:func:`every_stage_dev_lists`) when ``--threshold-on`` may name an earlier stage's file.
+    ``--threshold-from BUNDLE`` keeps that bundle's threshold instead (:func:`threshold_from`).
     """
     fitted = calibrate_on(args.calibrate_on, dev, logits)
+    if getattr(args, "threshold_from", None):
+        if args.threshold_on:
+            raise SystemExit("--threshold-from keeps a threshold, --threshold-on chooses one: give one")
+        return threshold_from(fitted, Path(args.threshold_from))
     if not args.threshold_on:
         return fitted
     return threshold_on(
@@ -100,6 +106,20 @@ def fit_shipped_calibration(
         # The run's own dev lists are scored already; an earlier stage's file is scored here.
         scored={name: logits[name] for name in dev if held.get(name) is dev[name]},
     )
+
+
+def threshold_from(fitted: dict, bundle: Path) -> dict:
+    """``fitted`` with ``bundle``'s abstention threshold, and the bundle it came from.
+
+    The threshold is a calibrated probability, so it means the same under a new map: a candidate
+    that keeps the shipped model's keeps the operating point its users tuned ``min_score`` against.
+    Chosen afresh it follows whichever set has the most dev lists (model 2.11.19: 0.395 on SUGAR's
+    and Topical-Chat's, 0.754 on SUGAR's alone), winning that set's abstention and losing others'.
+    """
+    metadata = json.loads((bundle / "metadata.json").read_text())
+    threshold = float(metadata["threshold"])
+    source = f"{metadata['name']}@{metadata['version']}"
+    return {**fitted, "threshold": threshold, "threshold_on": [], "threshold_from": source}
 
 
 def refuse_unknown_files(flag: str, names: list[str], have) -> None:

@@ -51,8 +51,8 @@ the mean over its tokens |
 ## Scores
 `score` = calibrated P(appropriate) (rated acceptable or best; Topical-Chat: the true next
 turn), Platt-fitted with the shipped graph on the dev lists of {calibrated_on} (pooled, when
-there are several). The service abstains when no candidate reaches {threshold:.3f} (chosen on the dev
-lists of {threshold_on}).{calibrated_by}
+there are several). The service abstains when no candidate reaches {threshold:.3f}
+({threshold_on}).{calibrated_by}
 
 ## Training data
 {data_rows}
@@ -98,6 +98,13 @@ def calibrated_by_line(calibrated: dict | None) -> str:
     )
 
 
+def threshold_source(metadata: dict) -> str:
+    """Where the threshold came from: the dev lists that chose it, or the bundle it was kept from."""
+    if metadata.get("threshold_from"):
+        return f"kept from `{metadata['threshold_from']}`, the operating point it was released with"
+    return f"chosen on the dev lists of {', '.join(metadata['threshold_fitted_on'])}"
+
+
 def render_card(bundle: Path) -> str:
     """The model card of the bundle in ``bundle``, from its metadata and evaluation files."""
     metadata = json.loads((bundle / "metadata.json").read_text())
@@ -107,7 +114,7 @@ def render_card(bundle: Path) -> str:
         version=metadata["version"],
         precision=metadata["ranker"]["precision"],
         threshold=metadata["threshold"],
-        threshold_on=", ".join(metadata["threshold_fitted_on"]),
+        threshold_on=threshold_source(metadata),
         calibrated_on=", ".join(metadata["calibration_fitted_on"]),
         data_rows=data_table(metadata["training_data"]["datasets"]),
         stage_line=STAGE_LINE if has_stages(config) else "",

@@ -164,6 +164,7 @@ class Plan:
             value = getattr(stage, field)
             if value:
                 argv += [f"--{field.replace('_', '-')}", ",".join(value)]
+        argv += ["--threshold-from", stage.threshold_from] if stage.threshold_from else []
         argv += ["--accept-loss"] if stage.accept_loss else []
         return argv + _flags(stage, ["last_turn_weight", "prior_weight", "dev_lists"])
 

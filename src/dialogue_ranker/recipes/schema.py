@@ -256,6 +256,8 @@ class ExportStage(_Stage):
     run: StageName
     variants: list[str] | None = None
     threshold_on: list[str] | None = None
+    #: Keep this bundle's threshold (``ranker export --threshold-from``), e.g. the shipped model's.
+    threshold_from: str | None = None
     calibrate_on: list[str] | None = None
     last_turn_weight: float | None = Field(default=None, ge=0, le=1)
     prior_weight: float | None = Field(default=None, ge=0)
@@ -267,6 +269,14 @@ class ExportStage(_Stage):
     version: str | None = None
     #: The bundle's name (``ranker export --name``).
     bundle_name: str | None = None
+
+    @model_validator(mode="after")
+    def _one_threshold_source(self) -> ExportStage:
+        if self.threshold_from is not None and not self.threshold_from.strip():
+            raise ValueError("threshold_from names a bundle folder; leave it out to choose the threshold")
+        if self.threshold_from and self.threshold_on:
+            raise ValueError("threshold_from keeps a threshold and threshold_on chooses one: give one")
+        return self
 
     def refs(self) -> list[tuple[str, str, tuple[str, ...]]]:
         """The run it exports."""
