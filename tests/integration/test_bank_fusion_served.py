@@ -102,6 +102,36 @@ async def test_a_bank_request_follows_the_fused_score_and_explicit_requests_are_
     assert explicit_fused == explicit_plain
 
 
+TOPICS = [
+    ("I just adopted a puppy!", "Congratulations! What breed is it?", "How old is he?"),
+    ("My flight got cancelled.", "Let me look for the next flight.", "Where were you going?"),
+    ("Can you recommend a book?", "Have you read Dune?", "Do you like science fiction?"),
+    ("It is so hot in here.", "Shall I open the window for you?", "I can bring the fan."),
+    ("I forgot my password.", "I can send you a reset link.", "Click 'Forgot password'."),
+    ("What's the weather tomorrow?", "Tomorrow will be sunny.", "It will rain in the afternoon."),
+]
+
+
+def test_evaluate_bank_scores_with_the_runtime_named_and_records_it(model_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("openvino")
+    lists = [
+        RankingList((Turn("user", context),), (Candidate(good, 2), Candidate(other, 1)), f"dialogue-{i}")
+        for i, (context, good, other) in enumerate(TOPICS)
+    ]
+    data = tmp_path / "lists.jsonl"
+    write_lists(data, lists)
+    retriever = bundle_with(tmp_path / "bundle", model_dir, None) / RETRIEVER_DIR
+    common = ["--model", str(model_dir), "--retriever", str(retriever), "--lists", f"tiny={data}",
+              "--split", "all", "--sample", "4", "--k", "10",
+              "--cache-dir", str(tmp_path / "cache")]  # fmt: skip
+    onnx = bank_eval.main(common)
+    openvino = bank_eval.main([*common, "--backend", "openvino", "--precision", "f32", "--write"])
+    assert (onnx["runtime"], openvino["runtime"]) == ("onnx", "openvino-f32")
+    assert load_retriever(retriever).fusion.fitted["runtime"] == "openvino-f32"
+    # Each runtime's logits are kept under their own key: the second run did not read the first's.
+    assert len(list((tmp_path / "cache").glob("logits-tiny-*.npz"))) == 2
+
+
 def test_evaluate_bank_fits_the_fusion_and_writes_it(model_dir: Path, tmp_path: Path) -> None:
     topics = [
         ("I just adopted a puppy!", "Congratulations! What breed is it?", "How old is he?"),

@@ -65,8 +65,11 @@ class BankEvaluation:
         k: int,
         cache_dir: Path,
         threads: int | None = None,
+        runtime: str = "onnx",
     ) -> None:
         self.bundle, self.scorer, self.spec = bundle, scorer, spec
+        #: The runtime that computes the ranker's logits (``onnx``, ``openvino-bf16``...).
+        self.runtime = runtime
         #: Responses retrieved per query, then ranked.
         self.k = k
         #: The bank vectors and the ranker's logits are kept here.
@@ -77,6 +80,8 @@ class BankEvaluation:
         self.cache = EmbeddingCache(cache_dir)
         #: What the ranker's logits depend on besides the lists: its graph and views.
         self.ranker_identity = f"{file_sha256(bundle.ranker.path)}/{json.dumps(bundle.views.to_dict())}"
+        if runtime != "onnx":  # another runtime's logits differ slightly (ONNX Runtime's keep their old key)
+            self.ranker_identity += f"/{runtime}"
         #: Each bank's rows and their hubness, once per dataset (its sampled and check queries share them).
         self._banks: dict[str, tuple[QuantizedVectors, np.ndarray]] = {}
 
