@@ -133,14 +133,7 @@ def test_evaluate_bank_scores_with_the_runtime_named_and_records_it(model_dir: P
 
 
 def test_evaluate_bank_fits_the_fusion_and_writes_it(model_dir: Path, tmp_path: Path) -> None:
-    topics = [
-        ("I just adopted a puppy!", "Congratulations! What breed is it?", "How old is he?"),
-        ("My flight got cancelled.", "Let me look for the next flight.", "Where were you going?"),
-        ("Can you recommend a book?", "Have you read Dune?", "Do you like science fiction?"),
-        ("It is so hot in here.", "Shall I open the window for you?", "I can bring the fan."),
-        ("I forgot my password.", "I can send you a reset link.", "Click 'Forgot password'."),
-        ("What's the weather tomorrow?", "Tomorrow will be sunny.", "It will rain in the afternoon."),
-    ]
+    topics = TOPICS
     lists = [
         RankingList(
             (Turn("user", context),),
