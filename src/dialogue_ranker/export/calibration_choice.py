@@ -90,7 +90,7 @@ def fit_shipped_calibration(
     ``--threshold-from BUNDLE`` keeps that bundle's threshold instead (:func:`threshold_from`).
     """
     fitted = calibrate_on(args.calibrate_on, dev, logits)
-    if getattr(args, "threshold_from", None):
+    if args.threshold_from:
         if args.threshold_on:
             raise SystemExit("--threshold-from keeps a threshold, --threshold-on chooses one: give one")
         return threshold_from(fitted, Path(args.threshold_from))

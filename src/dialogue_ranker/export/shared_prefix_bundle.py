@@ -109,9 +109,8 @@ def bundle_metadata(
         "calibration_alternatives": {m: c.to_dict() for m, c in fitted["maps"].items()},
         "threshold": float(fitted["threshold"]),
         "calibration_fitted_on": fitted["calibrated_on"],
-        "threshold_fitted_on": fitted["threshold_on"] if "threshold_from" in fitted else (
-            fitted.get("threshold_on") or fitted["calibrated_on"]
-        ),
+        # Chosen on --threshold-on's files, on the map's when none was named; none when kept from a bundle.
+        "threshold_fitted_on": fitted.get("threshold_on", fitted["calibrated_on"]),
         **({"threshold_from": fitted["threshold_from"]} if "threshold_from" in fitted else {}),
         "appropriate_means": "rated acceptable (1) or best (2); Topical-Chat: the true next turn",
         "training_data": {
