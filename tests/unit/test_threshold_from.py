@@ -14,6 +14,7 @@ from helpers import SHIPPED_MODEL
 from dialogue_ranker.data.ranking_data import Candidate, RankingList
 from dialogue_ranker.export.calibration_choice import fit_shipped_calibration
 from dialogue_ranker.export.card import render_card
+from dialogue_ranker.export.export_args import build_parser
 from dialogue_ranker.serving.tokenization import Turn
 
 
@@ -27,8 +28,12 @@ def _dev(n: int = 80) -> tuple[dict[str, list[RankingList]], dict[str, list[np.n
     return {"a": lists}, {"a": logits}
 
 
-def _args(**given) -> argparse.Namespace:
-    return argparse.Namespace(**{"calibrate_on": "a", "threshold_on": None, "threshold_from": None, **given})
+def _args(**given: str) -> argparse.Namespace:
+    # Parsed by the export command's own parser, so a flag this module relies on must exist there.
+    argv = ["--run", "r", "--out", "o", "--calibrate-on", "a"]
+    for name, value in given.items():
+        argv += [f"--{name.replace('_', '-')}", value]
+    return build_parser(None).parse_args(argv)
 
 
 def _bundle(tmp_path: Path, threshold: float) -> Path:

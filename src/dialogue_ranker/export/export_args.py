@@ -50,6 +50,13 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "threshold (default: the files the calibration map is fitted on)",
     )
     p.add_argument(
+        "--threshold-from",
+        default=None,
+        metavar="BUNDLE",
+        help="keep this bundle's abstention threshold (a calibrated probability, e.g. the shipped model's) "
+        "instead of choosing one; excludes --threshold-on",
+    )
+    p.add_argument(
         "--calibrate-on",
         default=None,
         help="comma-separated training files of the run's own stage whose dev lists fit the "
