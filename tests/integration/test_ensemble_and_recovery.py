@@ -212,3 +212,41 @@ def test_zero_point_blocks_keep_a_move_the_start_s_symmetric_grid_rounds_back(tm
     # zero points 0.50 and 0.50 (the rest is their own rounding, as any int8 graph's).
     assert back["symmetric"] > 0.9 and kept["symmetric"] < 0.3, (back, kept)
     assert back["zero points"] < 0.7 and kept["zero points"] > 0.4, (back, kept)
+
+
+@pytest.mark.parametrize("variant", ["fp32", "fp16_weights"])
+def test_a_bundle_with_unquantized_matrices_reads_back_as_the_graph_scores(tmp_path, variant):
+    """``--init-bundle``, ``ranker adapt``, teachers: an fp32 or fp16-weight graph's weights come back.
+
+    Its matrices reach a ``MatMul`` as an fp32 initializer or through a ``Cast`` from fp16; each
+    trained weight must lie in its cell, and the model read back must score as the graph does.
+    """
+    import json
+
+    from dialogue_ranker.evaluation.scoring import score_sequences, session
+    from dialogue_ranker.export import quantize
+    from dialogue_ranker.export.graph_variants import export_fp32
+    from dialogue_ranker.training.recover import dequantized_ranker, graph_weights
+    from dialogue_ranker.training.shared_prefix import score_requests
+
+    encoder, requests = _encoder_and_requests()
+    trained = _ranker(0, noise=1e-3)
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    fp32 = export_fp32(trained, tmp_path / "fp32.onnx", encoder)
+    graph = fp32 if variant == "fp32" else quantize.fp16_weights(fp32, tmp_path / "half.onnx")
+    (bundle / "model.onnx").write_bytes(graph.read_bytes())
+    (bundle / "metadata.json").write_text(json.dumps({"ranker": {"file": "model.onnx"}}))
+
+    cells = graph_weights(bundle / "model.onnx")
+    for name, p in trained.named_parameters():
+        if "embeddings" in name:  # int8 tables in the fp16 variant, checked by the blockwise tests
+            continue
+        low, high = (bound.reshape(p.shape) for bound in cells[name])
+        weight = p.detach().numpy()
+        assert np.all((weight >= low - 1e-7) & (weight <= high + 1e-7)), name
+    model, counts = dequantized_ranker(bundle, head="cosine")
+    ours = np.concatenate(score_requests(model.eval(), encoder, requests, torch.device("cpu")))
+    graph_logits = np.concatenate(score_sequences(session(bundle / "model.onnx"), encoder, requests))
+    assert np.abs(ours - graph_logits).max() < 1e-3, np.abs(ours - graph_logits).max()
+    assert (counts["quantized"] == 0) == (variant == "fp32"), counts

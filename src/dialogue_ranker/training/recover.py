@@ -10,11 +10,12 @@ other member can be trained again (``make model`` does so, the same on the same 
 the member is ``(soup - share x other) / (1 - share)``.
 
 The graph's weights are quantized: matrix weights 8-bit in blocks of 128 with a scale per block
-(``MatMulNBits``), embedding tables 8-bit with one scale per table; LayerNorm, biases and the
-cosine scale are fp32. A quantized weight says only that the soup's weight lies in a cell, the
-values that round to its code. Each soup weight is taken as the point of its cell nearest the other member's
-weight: where the cell holds the other's weight, the member is taken to agree with it (the graph
-cannot tell them apart there); elsewhere the error is at most the cell's width before the division.
+(``MatMulNBits``) or stored in fp16 (a ``Cast`` before each ``MatMul``), embedding tables 8-bit
+with one scale per table; LayerNorm, biases and the cosine scale are fp32. A quantized weight says
+only that the soup's weight lies in a cell, the values that round to its code. Each soup weight is
+taken as the point of its cell nearest the other member's weight: where the cell holds the other's
+weight, the member is taken to agree with it (the graph cannot tell them apart there); elsewhere
+the error is at most the cell's width before the division.
 """
 
 from __future__ import annotations
@@ -113,11 +114,37 @@ def narrowed(
     }
 
 
+def fp16_cells(value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The fp32 values that round to each fp16 weight: half way to its neighbours on either side."""
+    half = value.astype(np.float16)
+    down = np.nextafter(half, np.float16(-np.inf)).astype(np.float32)
+    up = np.nextafter(half, np.float16(np.inf)).astype(np.float32)
+    exact = half.astype(np.float32)
+    return (exact + down) / 2, (exact + up) / 2
+
+
+def matmul_weight(
+    node: onnx.NodeProto, tensors: dict[str, np.ndarray], cast_from: dict[str, str]
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """A plain ``MatMul``'s constant weight as a Linear's ``(out, in)`` cells, or None for two activations.
+
+    The weight is an fp32 initializer (the fp32 graph: exact) or the ``Cast`` of an fp16 one
+    (:func:`~dialogue_ranker.export.quantize.fp16_weights`: the values that round to it).
+    """
+    name = node.input[1]
+    if name in tensors and tensors[name].dtype == np.float32:
+        return tensors[name].T, tensors[name].T
+    if name in cast_from and tensors[cast_from[name]].dtype == np.float16:
+        low, high = fp16_cells(tensors[cast_from[name]])
+        return low.T, high.T
+    return None
+
+
 def graph_weights(path: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Every trained weight of a shipped ranker graph by parameter name: its cells' (low, high).
 
-    An fp32 tensor's cells are its values (low = high); a quantized entry's, the values that
-    round to its code.
+    An fp32 tensor's cells are its values (low = high); a quantized or fp16 entry's, the values
+    that round to its code.
     """
     graph = onnx.load(str(path)).graph
     tensors = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
@@ -130,8 +157,12 @@ def graph_weights(path: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
             scale = float(tensors[stem + "_scale"])
             steps = value.astype(np.float32) - tensors[stem + "_zero_point"].astype(np.float32)
             weights[stem] = ((steps - 0.5) * abs(scale), (steps + 0.5) * abs(scale))
+    # fp16 matrix weights reach their MatMul through a Cast to fp32 (the fp16_weights variant).
+    cast_from = {n.output[0]: n.input[0] for n in graph.node if n.op_type == "Cast" and n.input[0] in tensors}
     for node in graph.node:
-        if node.op_type == "MatMulNBits":
+        if node.op_type == "MatMul" and (cells := matmul_weight(node, tensors, cast_from)) is not None:
+            weights[parameter_name(node.name)] = cells
+        elif node.op_type == "MatMulNBits":
             weights[parameter_name(node.name)] = nbits_weight(node, tensors)
         elif node.op_type == "MatMulInteger" and node.input[1] in tensors:
             weights[parameter_name(node.name)] = integer_weight(node, tensors)
