@@ -58,7 +58,7 @@ class ModelDims:
 
     @classmethod
     def from_onnx(cls, path: str | Path) -> ModelDims:
-        """Infer the shapes from an exported graph (fp32, dynamic or blockwise int8) without a config.
+        """Infer the shapes from an exported graph (fp32, fp16 weights, int8) without a config.
 
         Layers are counted as softmax nodes (one per attention block); the hidden size is the
         output width of the first weight product (the query projection); the intermediate size is
@@ -71,6 +71,9 @@ class ModelDims:
 
         graph = onnx.load(str(path), load_external_data=False).graph
         shapes = {init.name: list(init.dims) for init in graph.initializer}
+        # fp16 weights reach their product through a Cast to fp32: the cast's output has their shape.
+        casts = [n for n in graph.node if n.op_type == "Cast" and n.input[0] in shapes]
+        shapes |= {n.output[0]: shapes[n.input[0]] for n in casts}
         weights = []  # (K, N) of each weight product, in graph order
         for node in graph.node:
             if node.op_type == "MatMulNBits":  # block-quantized: packed weights, K and N as attributes

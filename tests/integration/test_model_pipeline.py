@@ -688,6 +688,12 @@ def test_a_training_file_is_credited_to_its_dataset_by_name():
 
     assert dataset_of("topical-chat") == dataset_of("topical-chat-entity-fact") == DATASETS["topical-chat"]
     assert dataset_of("sugar") == DATASETS["sugar"]
+    for name, dataset in (
+        ("sgd-train", "sgd"),
+        ("persona-chat", "persona-chat"),
+        ("taskmaster-reward", "taskmaster"),
+    ):
+        assert dataset_of(name) == DATASETS[dataset] and DATASETS[dataset][1].startswith("CC BY"), name
     assert dataset_of("sugarcane")[1:] == ("?", "?") and dataset_of("my-logs") == ("my-logs", "?", "?")
 
 

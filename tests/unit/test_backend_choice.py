@@ -106,18 +106,21 @@ def test_int8_dot_products_are_read_from_the_cpu_flags(flags, expected) -> None:
 
 
 @pytest.mark.parametrize("dot_products", [True, False])
-def test_a_forced_onnx_int8_backend_warns_only_on_a_cpu_without_int8_dot_products(
-    model_dir: Path, monkeypatch, caplog, dot_products: bool
+@pytest.mark.parametrize("precision", ["int8", "fp16"])
+def test_a_forced_onnx_backend_warns_only_for_int8_weights_on_a_cpu_without_int8_dot_products(
+    model_dir: Path, monkeypatch, caplog, dot_products: bool, precision: str
 ) -> None:
+    """The shipped graph declared as each precision a bundle ships (the warning reads the metadata's)."""
+    from dataclasses import replace
+
     from dialogue_ranker.serving.model_bundle import load_bundle
 
     monkeypatch.setattr(factory, "int8_dot_products", lambda: dot_products)
-    spec = load_bundle(model_dir).ranker
-    assert spec.precision == "int8"  # the shipped graph: the case the warning is for
+    spec = replace(load_bundle(model_dir).ranker, precision=precision)
     with caplog.at_level("WARNING", logger=factory.__name__):
         factory.build_backend(Settings(backend="onnx", model=model_dir), spec)
     warned = [r for r in caplog.records if "no int8 dot products" in r.getMessage()]
-    assert len(warned) == (0 if dot_products else 1)
+    assert len(warned) == (1 if precision == "int8" and not dot_products else 0)
 
 
 def test_auto_falls_back_to_the_first_runtime_when_none_is_within_tolerance(tmp_path: Path) -> None:

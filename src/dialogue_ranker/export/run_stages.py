@@ -24,6 +24,25 @@ DATASETS = {
         "Gopalakrishnan et al., 'Topical-Chat: Towards Knowledge-Grounded Open-Domain Conversations', "
         "Interspeech 2019 (Amazon Alexa Prize)",
     ),
+    # ../shared/data/README.md gives each source and licence; all three may ship with attribution.
+    "sgd": (
+        "Schema-Guided Dialogue (task-oriented assistant dialogues, DSTC8) with mined hard negatives",
+        "CC BY-SA 4.0",
+        "Rastogi et al., 'Towards Scalable Multi-domain Conversational Agents: The Schema-Guided "
+        "Dialogue Dataset', AAAI 2020",
+    ),
+    "persona-chat": (
+        "Synthetic-Persona-Chat (persona-grounded open chat) with retrieved hard negatives",
+        "CC BY 4.0",
+        "Jandaghi et al., 'Faithful Persona-based Conversational Dataset Generation with Large "
+        "Language Models', 2023 (Google)",
+    ),
+    "taskmaster": (
+        "Taskmaster-3/4 (coffee-ordering dialogues and human-rated agent turns)",
+        "CC BY 4.0",
+        "Byrne et al., Taskmaster (Google); TM-4 released with 'PERL: Parameter Efficient "
+        "Reinforcement Learning from Human Feedback', 2024",
+    ),
     # Its lists' groups are "written-situation: NAME" (training.converters.written_situations).
     "written-situation": (
         "Situated requests written for this project (data/written_situations/)",
