@@ -68,3 +68,20 @@ def test_a_runtime_this_host_cannot_run_gets_the_other_runtime_s_tolerance(
     page.write_text(PAGE)
     (answer, _) = regions([page])
     assert live.tolerance_for(answer) == docs_examples.OTHER_RUNTIME
+
+
+def test_clock_fields_are_shown_but_never_compared_and_figures_are() -> None:
+    """A bank's ``last_load`` says when and how long: another run differs there, not in the rest."""
+    documented = {
+        "name": "support",
+        "last_load": {"at": "2026-12-06T20:48:41Z", "seconds": 0.063, "embedded": 3},
+    }
+    live_answer = {
+        "name": "support",
+        "last_load": {"at": "2026-12-06T22:10:28Z", "seconds": 0.57, "embedded": 3},
+    }
+    assert docs_examples.differences(documented, live_answer, docs_examples.SAME_RUNTIME) == []
+    live_answer["last_load"]["embedded"] = 2
+    assert docs_examples.differences(documented, live_answer, docs_examples.SAME_RUNTIME) == [
+        ".last_load.embedded: documented 3, live 2"
+    ]

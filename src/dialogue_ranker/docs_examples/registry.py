@@ -26,7 +26,8 @@ FILES = {"support-bank": SUPPORT_BANK}
 #: Answer fields left out of the pages when null (the README says so), per ranked entry.
 NULL_FIELDS = ("action", "mask_reason", "bank", "retrieval_score")
 #: Answer fields that differ from call to call by nature (ids, clocks): shown, never compared.
-VOLATILE = frozenset({"id", "request_id", "loaded_at", "embedded_at", "embed_seconds"})
+#: (A bank's ``last_load`` says when, ``at``, and how long, ``seconds``.)
+VOLATILE = frozenset({"id", "request_id", "loaded_at", "embedded_at", "embed_seconds", "at", "seconds"})
 
 
 @dataclass(frozen=True)

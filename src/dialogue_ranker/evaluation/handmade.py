@@ -74,11 +74,14 @@ async def _answers(settings: Settings, cases: Sequence[Case]) -> dict[str, dict[
         await runtime.close()
 
 
-def rank_cases(model: Path, cases: Sequence[Case], *, backend: str = "onnx") -> dict[str, dict[str, Any]]:
+def rank_cases(
+    model: Path, cases: Sequence[Case], *, backend: str = "onnx", openvino: dict[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
     """Each case's top candidate id and abstention, from the service's ranker on ``model`` (in process).
 
     The same path as ``POST /rank`` after the schema: the bundle's views, the repeat mask, the
     guidelines' intent masks and calibration, on the ``backend`` named (``onnx`` by default, as
-    ``ranker evaluate`` scores).
+    ``ranker evaluate`` scores) with ``openvino``'s settings (``precision``, ``weights``).
     """
-    return asyncio.run(_answers(Settings(model=model, backend=backend), cases))
+    settings = Settings(model=model, backend=backend, openvino=openvino or {})  # type: ignore[arg-type]
+    return asyncio.run(_answers(settings, cases))

@@ -18,10 +18,9 @@ from dialogue_ranker.data.ranking_data import DataError
 from dialogue_ranker.evaluation.bank_eval import BankEvaluation, Dataset
 from dialogue_ranker.evaluation.bank_fusion import fused
 from dialogue_ranker.evaluation.bootstrap import Metric, ratio, ratio_rows
-from dialogue_ranker.evaluation.domains import ListScorer
-from dialogue_ranker.evaluation.release_suite import SuiteSet, read_set
+from dialogue_ranker.evaluation.release_suite import Scoring, SuiteSet, read_set
 from dialogue_ranker.evaluation.retrieval import dev_bank
-from dialogue_ranker.serving.model_bundle import find_retriever, load_bundle, load_retriever
+from dialogue_ranker.serving.model_bundle import find_retriever, load_retriever
 
 
 def first_hits(scores: np.ndarray, hits: np.ndarray, kept: np.ndarray) -> np.ndarray:
@@ -32,7 +31,7 @@ def first_hits(scores: np.ndarray, hits: np.ndarray, kept: np.ndarray) -> np.nda
 
 
 def bank_rows(
-    s: SuiteSet, bundle_dir: Path, *, threads: int, cache_dir: Path
+    s: SuiteSet, bundle_dir: Path, *, scoring: Scoring, cache_dir: Path
 ) -> dict[str, tuple[Metric, np.ndarray]]:
     """The bundle's R@1 and reciprocal rank per sampled query of the set's dev bank.
 
@@ -43,13 +42,13 @@ def bank_rows(
     found = find_retriever(bundle_dir)
     if found is None:
         raise DataError(f"bank set {s.name}: {bundle_dir} has no retriever (retriever/retriever.json)")
-    bundle = load_bundle(bundle_dir)
+    bundle = scoring.bundle(bundle_dir)
     bank = dev_bank(read_set(s), every_candidate=s.bank_responses == "all")
     queries = range(len(bank.lists))
     sample = tuple(sorted(random.Random(s.seed).sample(queries, min(s.sample, len(queries)))))
     spec = load_retriever(found)
     evaluation = BankEvaluation(
-        bundle, ListScorer(bundle, threads=threads), spec, k=s.k, cache_dir=cache_dir, threads=threads
+        bundle, scoring.scorer(bundle), spec, k=s.k, cache_dir=cache_dir, threads=scoring.threads
     )
     try:
         _, retrieved = evaluation.score(Dataset(s.name, s.split, bank, sample))

@@ -16,7 +16,9 @@ by more than its ``margin`` (0.01). One better number
 cannot hide a worse one: every row is gated on its own, and the failing rows are named. Exit
 status 0: released; 2: a bad suite, a missing or changed set file, or a bad option.
 
-``--out-md`` writes the table as markdown, for the model's changelog.
+``--out-md`` writes the table as markdown, for the model's changelog. ``--backend openvino``
+(``--precision``) scores both bundles as ``--backend auto`` serves them where ONNX Runtime's int8
+kernels stray from fp32 (a CPU without VNNI or AMX), each with its own map for that runtime.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ from dialogue_ranker.data.ranking_data import DataError
 from dialogue_ranker.evaluation import release_suite as rs
 from dialogue_ranker.evaluation.bootstrap import Interval, Metric, paired_interval, ratio, ratio_rows
 from dialogue_ranker.evaluation.handmade import load_cases, rank_cases
-from dialogue_ranker.serving.model_bundle import find_retriever, load_bundle
+from dialogue_ranker.evaluation.scoring import add_backend_arguments
+from dialogue_ranker.serving.backends.openvino import resolve_precision
+from dialogue_ranker.serving.model_bundle import find_retriever
 
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT_SUITE = REPO / "data" / "release-suite.toml"
@@ -101,20 +105,21 @@ def gate(set_name: str, metric: Metric, shipped: np.ndarray, candidate: np.ndarr
 
 
 def set_rows(
-    s: rs.SuiteSet, bundle_dir: Path, *, threads: int, cache_dir: Path
+    s: rs.SuiteSet, bundle_dir: Path, *, scoring: rs.Scoring, cache_dir: Path
 ) -> dict[str, tuple[Metric, np.ndarray]]:
     """One bundle's rows on one set, per metric (``cache_dir``: the check's own, for bank vectors)."""
     if s.kind == "handmade":
         cases = load_cases(s.file)
-        answers = rank_cases(bundle_dir, cases)
+        openvino = {"precision": scoring.precision, "weights": scoring.openvino_weights}
+        answers = rank_cases(bundle_dir, cases, backend=scoring.backend, openvino=openvino)
         hits = [float(answers[c.name]["top"] == c.picked_id) for c in cases]
         return {"ranked as a person would": (ratio("ranked as a person would"), ratio_rows(hits))}
     if s.kind == "bank":
         from dialogue_ranker.evaluation.release_bank import bank_rows  # loads retrievers: only when asked
 
-        return bank_rows(s, bundle_dir, threads=threads, cache_dir=cache_dir)
+        return bank_rows(s, bundle_dir, scoring=scoring, cache_dir=cache_dir)
     lists = rs.read_set(s)
-    rows = rs.score_lists(load_bundle(bundle_dir), lists, threads=threads)
+    rows = rs.score_lists(scoring.bundle(bundle_dir), lists, scoring)
     metrics = rs.list_metrics()
     return {name: (metrics[name], rows[name]) for name in (s.metrics or rs.supported(rows))}
 
@@ -132,14 +137,14 @@ def check_bundles(suite: rs.Suite, bundles: dict[str, Path]) -> None:
             )
 
 
-def check(suite: rs.Suite, candidate: Path, shipped: Path, *, threads: int) -> Iterator[Row]:
+def check(suite: rs.Suite, candidate: Path, shipped: Path, *, scoring: rs.Scoring) -> Iterator[Row]:
     """Every set's rows, set by set (both bundles scored on a set before the next)."""
     # A fresh cache per check: the release compares what each bundle computes now, nothing kept.
     with tempfile.TemporaryDirectory(prefix="release-check-") as cache:
         for s in suite.sets:
             started = time.perf_counter()
-            ours = set_rows(s, candidate, threads=threads, cache_dir=Path(cache))
-            theirs = set_rows(s, shipped, threads=threads, cache_dir=Path(cache))
+            ours = set_rows(s, candidate, scoring=scoring, cache_dir=Path(cache))
+            theirs = set_rows(s, shipped, scoring=scoring, cache_dir=Path(cache))
             for name, (metric, rows) in ours.items():
                 if name in theirs:
                     yield gate(s.name, metric, theirs[name][1], rows, suite)
@@ -164,7 +169,21 @@ def markdown(rows: list[Row], suite: rs.Suite) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report(rows: list[Row], suite: rs.Suite, candidate: str, shipped: str, seconds: float) -> str:
+def runtime_name(scoring: rs.Scoring) -> str:
+    """How the report names the runtime both bundles were scored with."""
+    if scoring.backend == "onnx":
+        return "ONNX Runtime"
+    return f"OpenVINO {resolve_precision(scoring.precision)} (each bundle with its own map for it)"
+
+
+def report(
+    rows: list[Row],
+    suite: rs.Suite,
+    candidate: str,
+    shipped: str,
+    seconds: float,
+    runtime: str = "ONNX Runtime",
+) -> str:
     """The markdown for the changelog: what was compared, how, the table, and the decision."""
     failed = [f"{r.set} / {r.metric.name}" for r in rows if r.failed]
     decision = (
@@ -176,8 +195,8 @@ def report(rows: list[Row], suite: rs.Suite, candidate: str, shipped: str, secon
         f"Release check of `{candidate}` against `{shipped}` on `{suite.path.name}` "
         f"({len(suite.sets)} sets): paired bootstrap, {suite.resamples} resamples, seed {suite.seed}, "
         f"{suite.confidence:.0%} intervals of candidate - shipped; where none is drawn (under "
-        f"{suite.min_items} items), worse by more than {suite.margin:g} refuses. {seconds:.0f} s on "
-        f"{read_cpu().model}.\n\n" + markdown(rows, suite) + "\n" + decision + "\n"
+        f"{suite.min_items} items), worse by more than {suite.margin:g} refuses. Scored by {runtime}; "
+        f"{seconds:.0f} s on {read_cpu().model}.\n\n" + markdown(rows, suite) + "\n" + decision + "\n"
     )
 
 
@@ -197,7 +216,8 @@ def _main(argv: list[str] | None) -> int:
     p.add_argument("--suite", type=Path, default=DEFAULT_SUITE, help="the frozen suite (TOML)")
     p.add_argument("--root", type=Path, default=REPO, help="where the suite's relative paths start")
     p.add_argument("--out-md", type=Path, help="also write the table and the decision as markdown here")
-    p.add_argument("--threads", type=int, default=2, help="ONNX Runtime threads")
+    p.add_argument("--threads", type=int, default=2, help="the runtime's threads")
+    add_backend_arguments(p)
     args = p.parse_args(argv)
     for flag, path in (("--candidate", args.candidate), ("--shipped", args.shipped)):
         if not path.is_dir():
@@ -206,8 +226,10 @@ def _main(argv: list[str] | None) -> int:
     rs.check_files(suite)  # before any model loads: a missing set fails at once
     check_bundles(suite, {"--candidate": args.candidate, "--shipped": args.shipped})
     started = time.perf_counter()
-    rows = list(check(suite, args.candidate, args.shipped, threads=args.threads))
-    text = report(rows, suite, str(args.candidate), str(args.shipped), time.perf_counter() - started)
+    scoring = rs.Scoring(args.backend, args.precision, args.openvino_weights, args.threads)
+    rows = list(check(suite, args.candidate, args.shipped, scoring=scoring))
+    seconds = time.perf_counter() - started
+    text = report(rows, suite, str(args.candidate), str(args.shipped), seconds, runtime_name(scoring))
     print(text)
     if args.out_md:
         args.out_md.write_text(text)

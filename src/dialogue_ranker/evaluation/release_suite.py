@@ -33,7 +33,8 @@ from dialogue_ranker.data.ranking_data import DataError, RankingList, read_lists
 from dialogue_ranker.evaluation import metrics as m
 from dialogue_ranker.evaluation.bootstrap import Metric, ece_metric, ece_rows, ratio
 from dialogue_ranker.evaluation.domains import COLUMNS, ListScorer, held_out, pairs_won, within_context_auc
-from dialogue_ranker.serving.model_bundle import ModelBundle
+from dialogue_ranker.evaluation.scoring import runtime_label, scoring_runtime
+from dialogue_ranker.serving.model_bundle import ModelBundle, load_bundle
 
 #: The metrics a ``lists`` set can gate on: the per-domain evaluation's columns, in its order.
 LIST_METRICS = COLUMNS
@@ -180,7 +181,42 @@ def read_set(s: SuiteSet) -> list[RankingList]:
     return held_out(read_lists(s.file), s.split, s.max_lists, s.seed)
 
 
-def score_lists(bundle: ModelBundle, lists: list[RankingList], *, threads: int) -> dict[str, np.ndarray]:
+@dataclass(frozen=True)
+class Scoring:
+    """The runtime both bundles of a check are scored with (``--backend``, ``--precision``...).
+
+    ONNX Runtime by default. ``openvino`` scores as ``--backend auto`` serves on a CPU where
+    ONNX Runtime's int8 kernels stray (no VNNI or AMX: an int8 graph's top-1 agreement with fp32
+    falls to 0.875), so a candidate of another precision is not compared with a handicapped
+    shipped model. Each bundle is read with that runtime's own calibration map, as the service
+    reads it.
+    """
+
+    backend: str = "onnx"
+    precision: str = "auto"
+    openvino_weights: str = "auto"
+    threads: int = 2
+
+    def bundle(self, bundle_dir: Path) -> ModelBundle:
+        """The bundle with the map and threshold of the runtime that scores it."""
+        return load_bundle(bundle_dir).for_runtime(scoring_runtime(self))  # type: ignore[arg-type]
+
+    def scorer(self, bundle: ModelBundle) -> ListScorer:
+        """A list scorer on this runtime."""
+        return ListScorer(
+            bundle,
+            threads=self.threads,
+            backend=self.backend,
+            precision=self.precision,
+            weights=self.openvino_weights,
+        )
+
+    def label(self, bundle: ModelBundle) -> str:
+        """``name@version``, with the runtime and its map when not ONNX Runtime."""
+        return runtime_label(bundle, self)  # type: ignore[arg-type]
+
+
+def score_lists(bundle: ModelBundle, lists: list[RankingList], scoring: Scoring) -> dict[str, np.ndarray]:
     """A bundle's rows of every ``lists`` metric on ``lists``, scored as ``ranker evaluate`` does."""
-    probs = ListScorer(bundle, threads=threads).probabilities(lists)
+    probs = scoring.scorer(bundle).probabilities(lists)
     return list_rows(lists, probs, bundle.threshold)
