@@ -27,7 +27,7 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="model directory to write")
     p.add_argument("--build", default=None, help="where intermediate graphs go (default build/<run name>)")
     p.add_argument("--name", default="dialogue-minilm-l6")
-    p.add_argument("--version", default="2.11.19")
+    p.add_argument("--version", default="2.10.0")
     p.add_argument("--max-p1-loss", type=float, default=0.01, help="dev P@1 a quantised graph may lose")
     p.add_argument(
         "--max-logit-error",
