@@ -35,14 +35,20 @@ def small_suite(tmp_path: Path, sugar: Path, *, with_others: bool = True) -> Pat
 
 
 @pytest.mark.parametrize(
-    ("runtime", "named"),
+    ("runtime", "named", "tags"),
     [
-        ([], "Scored by ONNX Runtime"),
-        (["--backend", "openvino", "--precision", "f32"], "Scored by OpenVINO f32"),
+        ([], "Scored by ONNX Runtime;", [""]),
+        (
+            ["--backend", "onnx,openvino", "--precision", "f32"],
+            "Scored by ONNX Runtime and OpenVINO f32 (each bundle with its own map for each)",
+            [" (onnx)", " (openvino f32)"],
+        ),
     ],
 )
-def test_the_shipped_bundle_against_itself_passes_every_set(tmp_path, model_dir, sugar_lists, runtime, named):
-    """On either runtime: OpenVINO scores both bundles where ONNX Runtime's int8 kernels stray."""
+def test_the_shipped_bundle_against_itself_passes_every_set(
+    tmp_path, model_dir, sugar_lists, runtime, named, tags
+):
+    """On one runtime or several, every row gated on each: OpenVINO f32 does int8 arithmetic otherwise."""
     if runtime:
         pytest.importorskip("openvino", reason="OpenVINO is not installed")
     out, suite = tmp_path / "release-check.md", small_suite(tmp_path, sugar_lists)
@@ -65,13 +71,24 @@ def test_the_shipped_bundle_against_itself_passes_every_set(tmp_path, model_dir,
     rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| ") and "---" not in line][
         1:
     ]
-    assert {(r[0].lstrip("| "), r[1]) for r in rows} >= {
-        ("sugar", "precision_at_1"),
-        ("sugar", "ece (lower is better)"),
-        ("hand-made", "ranked as a person would"),
-        ("bank", "bank R@1"),
-    }
+    for tag in tags:
+        assert {(r[0].lstrip("| "), r[1]) for r in rows} >= {
+            (f"sugar{tag}", "precision_at_1"),
+            (f"sugar{tag}", "ece (lower is better)"),
+            (f"hand-made{tag}", "ranked as a person would"),
+            (f"bank{tag}", "bank R@1"),
+        }
     assert all(r[5] == "+0.000" and r[7].strip(" |") == "same" for r in rows), rows
+
+
+def test_a_backend_list_names_known_runtimes_once() -> None:
+    import argparse
+
+    from dialogue_ranker.evaluation.scoring import backend_list
+
+    assert backend_list("onnx, openvino,onnx") == ["onnx", "openvino"]
+    with pytest.raises(argparse.ArgumentTypeError, match="onnx, openvino"):
+        backend_list("onnx,tensorrt")
 
 
 def test_a_candidate_with_over_confident_probabilities_is_refused_on_calibration_by_name(

@@ -66,7 +66,7 @@ def score(suite: rs.Suite, *, adapted: Path, base: Path, threads: int) -> list[R
     """Every present set's rows: ``adapted`` as the candidate, ``base`` as the shipped bundle."""
     if not suite.sets:
         return []
-    return list(check(suite, adapted, base, scoring=rs.Scoring(threads=threads)))
+    return list(check(suite, adapted, base, scorings=[rs.Scoring(threads=threads)]))
 
 
 def is_ranking(row: Row) -> bool:

@@ -16,9 +16,10 @@ by more than its ``margin`` (0.01). One better number
 cannot hide a worse one: every row is gated on its own, and the failing rows are named. Exit
 status 0: released; 2: a bad suite, a missing or changed set file, or a bad option.
 
-``--out-md`` writes the table as markdown, for the model's changelog. ``--backend openvino``
-(``--precision``) scores both bundles as ``--backend auto`` serves them where ONNX Runtime's int8
-kernels stray from fp32 (a CPU without VNNI or AMX), each with its own map for that runtime.
+``--out-md`` writes the table as markdown, for the model's changelog. ``--backend onnx,openvino``
+(``--precision``) scores both bundles on each runtime named, each with its own map for it, and
+gates every row on each: the runtimes do an int8 graph's arithmetic differently (ONNX Runtime's
+int8 products, which saturate without VNNI; OpenVINO f32 on dequantized weights).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import math
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,17 +138,26 @@ def check_bundles(suite: rs.Suite, bundles: dict[str, Path]) -> None:
             )
 
 
-def check(suite: rs.Suite, candidate: Path, shipped: Path, *, scoring: rs.Scoring) -> Iterator[Row]:
-    """Every set's rows, set by set (both bundles scored on a set before the next)."""
+def check(
+    suite: rs.Suite, candidate: Path, shipped: Path, *, scorings: Sequence[rs.Scoring]
+) -> Iterator[Row]:
+    """Every set's rows, set by set (both bundles scored on a set before the next), on each runtime.
+
+    With more than one runtime a row's set is named with its runtime (``sugar (openvino f32)``):
+    each runtime does an int8 graph's arithmetic its own way, and a candidate must hold on every one.
+    """
     # A fresh cache per check: the release compares what each bundle computes now, nothing kept.
     with tempfile.TemporaryDirectory(prefix="release-check-") as cache:
         for s in suite.sets:
             started = time.perf_counter()
-            ours = set_rows(s, candidate, scoring=scoring, cache_dir=Path(cache))
-            theirs = set_rows(s, shipped, scoring=scoring, cache_dir=Path(cache))
-            for name, (metric, rows) in ours.items():
-                if name in theirs:
-                    yield gate(s.name, metric, theirs[name][1], rows, suite)
+            for scoring in scorings:
+                kept = Path(cache) / runtime_tag(scoring)  # a runtime's own bank logits
+                ours = set_rows(s, candidate, scoring=scoring, cache_dir=kept)
+                theirs = set_rows(s, shipped, scoring=scoring, cache_dir=kept)
+                label = s.name if len(scorings) == 1 else f"{s.name} ({runtime_tag(scoring)})"
+                for name, (metric, rows) in ours.items():
+                    if name in theirs:
+                        yield gate(label, metric, theirs[name][1], rows, suite)
             print(f"{s.name}: scored in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
 
 
@@ -169,11 +179,21 @@ def markdown(rows: list[Row], suite: rs.Suite) -> str:
     return "\n".join(lines) + "\n"
 
 
-def runtime_name(scoring: rs.Scoring) -> str:
-    """How the report names the runtime both bundles were scored with."""
+def runtime_tag(scoring: rs.Scoring) -> str:
+    """``onnx`` or ``openvino f32``: a runtime as a row's set names it."""
     if scoring.backend == "onnx":
-        return "ONNX Runtime"
-    return f"OpenVINO {resolve_precision(scoring.precision)} (each bundle with its own map for it)"
+        return "onnx"
+    return f"openvino {resolve_precision(scoring.precision)}"
+
+
+def runtime_name(scorings: Sequence[rs.Scoring]) -> str:
+    """How the report names the runtimes both bundles were scored with."""
+    names = [
+        "ONNX Runtime" if sc.backend == "onnx" else f"OpenVINO {resolve_precision(sc.precision)}"
+        for sc in scorings
+    ]
+    maps = "" if names == ["ONNX Runtime"] else " (each bundle with its own map for each)"
+    return " and ".join(names) + maps
 
 
 def report(
@@ -217,7 +237,7 @@ def _main(argv: list[str] | None) -> int:
     p.add_argument("--root", type=Path, default=REPO, help="where the suite's relative paths start")
     p.add_argument("--out-md", type=Path, help="also write the table and the decision as markdown here")
     p.add_argument("--threads", type=int, default=2, help="the runtime's threads")
-    add_backend_arguments(p)
+    add_backend_arguments(p, several=True)
     args = p.parse_args(argv)
     for flag, path in (("--candidate", args.candidate), ("--shipped", args.shipped)):
         if not path.is_dir():
@@ -226,10 +246,10 @@ def _main(argv: list[str] | None) -> int:
     rs.check_files(suite)  # before any model loads: a missing set fails at once
     check_bundles(suite, {"--candidate": args.candidate, "--shipped": args.shipped})
     started = time.perf_counter()
-    scoring = rs.Scoring(args.backend, args.precision, args.openvino_weights, args.threads)
-    rows = list(check(suite, args.candidate, args.shipped, scoring=scoring))
+    scorings = [rs.Scoring(b, args.precision, args.openvino_weights, args.threads) for b in args.backend]
+    rows = list(check(suite, args.candidate, args.shipped, scorings=scorings))
     seconds = time.perf_counter() - started
-    text = report(rows, suite, str(args.candidate), str(args.shipped), seconds, runtime_name(scoring))
+    text = report(rows, suite, str(args.candidate), str(args.shipped), seconds, runtime_name(scorings))
     print(text)
     if args.out_md:
         args.out_md.write_text(text)

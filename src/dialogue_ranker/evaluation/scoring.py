@@ -85,14 +85,40 @@ class OpenVinoSession:
         return [np.array(out[name], copy=True) for name in names]
 
 
-def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--backend`` and ``--precision``: which in-process runtime scores a bundle's graphs."""
-    parser.add_argument(
-        "--backend",
-        choices=("onnx", "openvino"),
-        default="onnx",
-        help="score with ONNX Runtime (default) or OpenVINO, as `ranker serve --backend` would",
-    )
+BACKENDS = ("onnx", "openvino")
+
+
+def backend_list(text: str) -> list[str]:
+    """``onnx,openvino`` -> the runtimes named, each once, in order (argparse type)."""
+    names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in BACKENDS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: name one or more of {', '.join(BACKENDS)}, comma-separated"
+        )
+    return names
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
+    """``--backend`` and ``--precision``: which in-process runtime scores a bundle's graphs.
+
+    ``several``: ``--backend`` takes a comma-separated list (``onnx,openvino``), each runtime scored.
+    """
+    if several:
+        parser.add_argument(
+            "--backend",
+            type=backend_list,
+            default=["onnx"],
+            help="the runtimes that score, comma-separated: onnx (ONNX Runtime, default), openvino; "
+            "every row is computed and gated on each",
+        )
+    else:
+        parser.add_argument(
+            "--backend",
+            choices=BACKENDS,
+            default="onnx",
+            help="score with ONNX Runtime (default) or OpenVINO, as `ranker serve --backend` would",
+        )
     parser.add_argument(
         "--precision",
         choices=("auto", "bf16", "f32"),
