@@ -34,8 +34,9 @@ def team_rows(
     lists: list[RankingList], *, adapted: Path, base: Path, suite: rs.Suite, threads: int
 ) -> list[Row]:
     """Both bundles' rows on the team's test lists, a row per metric the lists support."""
-    ours = rs.score_lists(load_bundle(adapted), lists, rs.Scoring(threads=threads))
-    theirs = rs.score_lists(load_bundle(base), lists, rs.Scoring(threads=threads))
+    scoring = rs.Scoring(threads=threads)
+    ours = rs.score_lists(load_bundle(adapted), lists, scoring)
+    theirs = rs.score_lists(load_bundle(base), lists, scoring)
     metrics = rs.list_metrics()
     supported = set(rs.supported(ours))
     return [gate(TEAM_SET, metrics[m], theirs[m], ours[m], suite) for m in TEAM_METRICS if m in supported]

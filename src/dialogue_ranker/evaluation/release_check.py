@@ -42,7 +42,6 @@ from dialogue_ranker.evaluation import release_suite as rs
 from dialogue_ranker.evaluation.bootstrap import Interval, Metric, paired_interval, ratio, ratio_rows
 from dialogue_ranker.evaluation.handmade import load_cases, rank_cases
 from dialogue_ranker.evaluation.scoring import add_backend_arguments
-from dialogue_ranker.serving.backends.openvino import resolve_precision
 from dialogue_ranker.serving.model_bundle import find_retriever
 
 REPO = Path(__file__).resolve().parents[3]
@@ -181,17 +180,13 @@ def markdown(rows: list[Row], suite: rs.Suite) -> str:
 
 def runtime_tag(scoring: rs.Scoring) -> str:
     """``onnx`` or ``openvino f32``: a runtime as a row's set names it."""
-    if scoring.backend == "onnx":
-        return "onnx"
-    return f"openvino {resolve_precision(scoring.precision)}"
+    return scoring.runtime.replace("-", " ")
 
 
 def runtime_name(scorings: Sequence[rs.Scoring]) -> str:
     """How the report names the runtimes both bundles were scored with."""
-    names = [
-        "ONNX Runtime" if sc.backend == "onnx" else f"OpenVINO {resolve_precision(sc.precision)}"
-        for sc in scorings
-    ]
+    spelled = {"onnx": "ONNX Runtime", "openvino": "OpenVINO"}
+    names = [spelled[sc.backend] + runtime_tag(sc).removeprefix(sc.backend) for sc in scorings]
     maps = "" if names == ["ONNX Runtime"] else " (each bundle with its own map for each)"
     return " and ".join(names) + maps
 

@@ -33,7 +33,7 @@ from dialogue_ranker.data.ranking_data import DataError, RankingList, read_lists
 from dialogue_ranker.evaluation import metrics as m
 from dialogue_ranker.evaluation.bootstrap import Metric, ece_metric, ece_rows, ratio
 from dialogue_ranker.evaluation.domains import COLUMNS, ListScorer, held_out, pairs_won, within_context_auc
-from dialogue_ranker.evaluation.scoring import runtime_label, scoring_runtime
+from dialogue_ranker.evaluation.scoring import scoring_runtime
 from dialogue_ranker.serving.model_bundle import ModelBundle, load_bundle
 
 #: The metrics a ``lists`` set can gate on: the per-domain evaluation's columns, in its order.
@@ -197,9 +197,14 @@ class Scoring:
     openvino_weights: str = "auto"
     threads: int = 2
 
+    @property
+    def runtime(self) -> str:
+        """The runtime as ``calibration_by_runtime`` names it: ``onnx``, ``openvino-f32``..."""
+        return scoring_runtime(self)  # type: ignore[arg-type]
+
     def bundle(self, bundle_dir: Path) -> ModelBundle:
         """The bundle with the map and threshold of the runtime that scores it."""
-        return load_bundle(bundle_dir).for_runtime(scoring_runtime(self))  # type: ignore[arg-type]
+        return load_bundle(bundle_dir).for_runtime(self.runtime)
 
     def scorer(self, bundle: ModelBundle) -> ListScorer:
         """A list scorer on this runtime."""
@@ -210,10 +215,6 @@ class Scoring:
             precision=self.precision,
             weights=self.openvino_weights,
         )
-
-    def label(self, bundle: ModelBundle) -> str:
-        """``name@version``, with the runtime and its map when not ONNX Runtime."""
-        return runtime_label(bundle, self)  # type: ignore[arg-type]
 
 
 def score_lists(bundle: ModelBundle, lists: list[RankingList], scoring: Scoring) -> dict[str, np.ndarray]:
