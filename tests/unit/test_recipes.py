@@ -16,6 +16,7 @@ RECIPE_2_8_0 = REPO / "recipes" / "dialogue-minilm-l6-2.8.0.toml"  # two branche
 RECIPE_2_9_0 = REPO / "recipes" / "dialogue-minilm-l6-2.9.0.toml"  # a stage on top of 2.8.0
 RECIPE_2_10_0 = REPO / "recipes" / "dialogue-minilm-l6-2.10.0.toml"  # 2.9.0's, written lists added
 RECIPE_2_11_19 = REPO / "recipes" / "dialogue-minilm-l6-2.11.19.toml"  # shipped: 2.10.0 trained, moved back
+RECIPE_2_11_20 = REPO / "recipes" / "dialogue-minilm-l6-2.11.20.toml"  # 2.11.19 moved further back
 CPU = REPO / "recipes" / "dialogue-minilm-l6-cpu.toml"
 
 TINY = """
@@ -435,6 +436,25 @@ def test_a_shipped_model_teaches_on_the_data_entries_named(tmp_path):
     shared = text.replace('distill_on = ["a.jsonl"]', 'distill_on = ["a.jsonl:0.85", "mine/lists.jsonl"]')
     argv = argv_of(Plan(fake_repo(tmp_path / "shared", shared)), "two")
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--distill-on"] == ["a:0.85", "lists"]
+
+
+def test_the_2_11_20_recipe_reads_2_11_19_back_as_a_run_and_moves_it_toward_2_10_0(tmp_path):
+    """A train stage of no step turns a bundle into a run; the soup then walks the line between bundles."""
+    plan = Plan(fake_repo(tmp_path, RECIPE_2_11_20.read_text()))
+    assert plan.recipe.version == "2.11.20"
+    start = " ".join(argv_of(plan, "from-2.11.19"))
+    assert "--init-bundle runs/model-2.11.19 " in start and "--max-steps 0 " in start
+    assert "--teacher" not in start
+    soup = " ".join(argv_of(plan, "wise"))
+    assert "--run runs/dialogue-minilm-l6-2.11.20/from-2.11.19 --toward-bundle runs/model-2.10.0 --alpha 0.4 " in soup
+    export = " ".join(argv_of(plan, "bundle"))
+    assert "--variants fp16_weights " in export and "--threshold-from runs/model-2.10.0 " in export
+    # No step from a fresh backbone is a fresh, untrained run: refused, as is a negative count.
+    stage = '\n[[stages]]\nname = "s"\nkind = "train"\ndata = ["a.jsonl"]\nmax_steps = {}\n'
+    assert "it needs init_bundle" in bad(TINY + stage.format(0))
+    assert "stages[2] (s).max_steps" in bad(TINY + stage.format(-1))
+    read_back = parse_recipe(TINY + stage.format(0) + 'init_bundle = "models/m"\n', "recipes/ok.toml")
+    assert read_back.stages[-1].max_steps == 0
 
 
 def test_a_soup_of_one_run_moves_it_back_toward_the_bundle_it_began_at(tmp_path):

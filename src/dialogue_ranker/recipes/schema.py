@@ -153,7 +153,9 @@ class TrainStage(_Stage):
     init_bundle: str | None = Field(default=None, min_length=1)
     seed: int | None = None
     lr: float | None = Field(default=None, gt=0)
-    max_steps: int | None = Field(default=None, gt=0)
+    #: 0 with ``init_bundle``: no step, the bundle's weights read back as a run (scored and mapped on
+    #: its dev lists), for a soup stage to move along the line between two bundles.
+    max_steps: int | None = Field(default=None, ge=0)
     batch_lists: int | None = Field(default=None, gt=0)
     dev_lists: int | None = Field(default=None, gt=0)
     precision: Literal["fp32", "bf16", "auto"] | None = None
@@ -204,6 +206,8 @@ class TrainStage(_Stage):
                 raise ValueError(f"distill_on: {entry!r}: the teachers' share must be between 0 and 1")
         if self.init and self.init_bundle:
             raise ValueError("init and init_bundle exclude each other")
+        if self.max_steps == 0 and not self.init_bundle:
+            raise ValueError("max_steps = 0 reads a bundle back as a run: it needs init_bundle")
         return self
 
     def refs(self) -> list[tuple[str, str, tuple[str, ...]]]:
