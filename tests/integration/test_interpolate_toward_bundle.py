@@ -41,3 +41,21 @@ def test_half_way_toward_the_bundle_is_the_mean_of_its_weights_and_the_runs(tmp_
         assert torch.allclose(mixed[k], 0.5 * start[k] + 0.5 * ended[k], atol=1e-6), k
     recorded = json.loads((half / "config.json").read_text())["interpolation"]
     assert recorded["toward"] == str(model_dir) and recorded["alpha"] == 0.5
+
+
+def test_a_run_of_no_step_is_the_bundle_read_back_head_bias_included(tmp_path, sugar_lists, model_dir):
+    """``--max-steps 0``: the bundle's weights as a run (for a soup between two bundles), nothing moved."""
+    run = tmp_path / "read-back"
+    train.main(
+        ["--data", str(sugar_lists), "--init-bundle", str(model_dir), "--out", str(run), "--limit", "8",
+         "--dev-lists", "4", "--max-steps", "0", "--max-prefix-tokens", "64", "--max-candidate-tokens", "16",
+         "--threads", "1", "--checkpoint-every", "0"]
+    )  # fmt: skip
+    read_back = SharedPrefixRanker.load(run / "ranker")
+    start = dequantized_ranker(model_dir, head=read_back.head_kind)[0].state_dict()
+    kept = read_back.state_dict()
+    assert start.keys() == kept.keys()
+    for k, v in kept.items():
+        assert torch.equal(v, start[k]), k  # the cosine head's bias too: a run's start shift is skipped
+    assert (run / "calibration.json").is_file()
+    assert json.loads((run / "config.json").read_text())["max_steps"] == 0

@@ -143,7 +143,12 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "compare them on the same dev lists",
     )
     p.add_argument("--limit", type=int, default=None, help="first N train lists per file (smoke runs)")
-    p.add_argument("--max-steps", type=int, default=None, help="stop after N steps (smoke runs)")
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="stop after N steps (smoke runs); 0 takes none: --init-bundle's weights read back as a run",
+    )
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument(
         "--precision",

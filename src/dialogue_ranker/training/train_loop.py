@@ -97,10 +97,12 @@ def train_epochs(
     # The epochs' batches are drawn first, from the seed alone: a resumed run draws the same ones.
     epochs = [epoch_batches(args, train, rng) for _ in range(args.epochs)]
     total = sum(len(e) for e in epochs)
-    if args.max_steps:
+    if args.max_steps is not None:
         total = min(total, args.max_steps)
     resuming = bool(getattr(args, "resume", False) and out is not None and checkpoint.checkpoints(out))
-    if args.head == "cosine" and not resuming:  # a resumed run's weights already hold the shift
+    # A resumed run's weights already hold the shift; a run of no step (--max-steps 0, a bundle read
+    # back as a run) keeps the weights it started from, bias included.
+    if args.head == "cosine" and not resuming and total > 0:
         first = [x for batch in epochs[0][:8] for x in batch]
         print(f"cosine head: bias shifted by {centre_bias(model, encoder, first):.3f}", flush=True)
     payload, path = checkpoint.load_latest(out, args) if resuming and out is not None else ({}, None)
