@@ -121,3 +121,16 @@ def test_distill_on_reads_a_share_per_file_and_refuses_one_outside_zero_to_one()
     for bad in (["--distill-on", "a:1.5"], ["--distill-on", "a:0.5", "--distill-replaces-labels"]):
         with pytest.raises(SystemExit):
             train.parse_args([*flags, *bad])
+
+
+def test_max_steps_takes_zero_and_refuses_a_negative_or_fractional_count_naming_the_flag(capsys) -> None:
+    from dialogue_ranker.training import train
+
+    flags = ["--data", "a.jsonl", "--out", "o"]
+    assert train.parse_args([*flags, "--max-steps", "0"]).max_steps == 0  # a bundle read back as a run
+    assert train.parse_args([*flags, "--max-steps", "300"]).max_steps == 300
+    assert train.parse_args(flags).max_steps is None
+    for bad in ("-1", "2.5", "many"):
+        with pytest.raises(SystemExit):
+            train.parse_args([*flags, "--max-steps", bad])
+        assert "--max-steps takes a whole number of steps" in capsys.readouterr().err

@@ -55,6 +55,13 @@ def number_flag(flag: str, text: str, expected: str, allowed: Callable[[float], 
     return value
 
 
+def step_count(text: str) -> int:
+    """``--max-steps N``: a whole number of steps, 0 included (no step: the start read back as a run)."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"--max-steps takes a whole number of steps (0 or more): {text!r}")
+    return int(text)
+
+
 def ema_decay(text: str) -> float:
     """``--ema DECAY``: 0 (off) or a decay in (0, 1)."""
     return number_flag(
@@ -145,7 +152,7 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=None, help="first N train lists per file (smoke runs)")
     p.add_argument(
         "--max-steps",
-        type=int,
+        type=step_count,
         default=None,
         help="stop after N steps (smoke runs); 0 takes none: --init-bundle's weights read back as a run",
     )
