@@ -127,7 +127,11 @@ def test_max_steps_takes_zero_and_refuses_a_negative_or_fractional_count_naming_
     from dialogue_ranker.training import train
 
     flags = ["--data", "a.jsonl", "--out", "o"]
-    assert train.parse_args([*flags, "--max-steps", "0"]).max_steps == 0  # a bundle read back as a run
+    read_back = train.parse_args([*flags, "--init-bundle", "models/m", "--max-steps", "0"])
+    assert read_back.max_steps == 0  # a bundle read back as a run
+    with pytest.raises(SystemExit):  # no step from the fresh backbone is an untrained run
+        train.parse_args([*flags, "--max-steps", "0"])
+    assert "--max-steps 0 reads a bundle back as a run: it needs --init-bundle" in capsys.readouterr().err
     assert train.parse_args([*flags, "--max-steps", "300"]).max_steps == 300
     assert train.parse_args(flags).max_steps is None
     for bad in ("-1", "2.5", "many"):

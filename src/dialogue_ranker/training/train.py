@@ -93,6 +93,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.replan and args.max_seconds is None:
         parser.error("--replan fits the schedule to --max-seconds: give --max-seconds too")
+    if args.max_steps == 0 and args.init_bundle is None:  # the recipe schema refuses it the same way
+        parser.error("--max-steps 0 reads a bundle back as a run: it needs --init-bundle")
     try:
         args.distill_on, args.distill_shares = split_shares(args.distill_on, args.distill_weight)
     except ValueError as e:
