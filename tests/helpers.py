@@ -187,3 +187,13 @@ def persona_slice_lists(shared_data: Path, work: Path, conversations: int, negat
     path = work / "persona-chat.jsonl"
     convert.main(["persona-chat", str(work / "slice.jsonl.gz"), str(path), "--negatives", negatives])
     return path
+
+
+def tiny_train_flags(sugar: Path, out: Path) -> list[str]:
+    """``ranker train`` flags for a tiny real run on the packaged backbone: SUGAR lists, five steps
+    over two epochs, one thread (so that two runs agree bit for bit), a checkpoint every two steps."""
+    return [
+        "--data", str(sugar), "--out", str(out), "--limit", "8", "--dev-lists", "4", "--batch-lists", "2",
+        "--epochs", "2", "--max-steps", "5", "--max-prefix-tokens", "64", "--max-candidate-tokens", "16",
+        "--threads", "1", "--checkpoint-every", "2",
+    ]  # fmt: skip
