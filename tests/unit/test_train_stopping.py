@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 import pytest
 
@@ -138,3 +139,72 @@ def test_max_steps_takes_zero_and_refuses_a_negative_or_fractional_count_naming_
         with pytest.raises(SystemExit):
             train.parse_args([*flags, "--max-steps", bad])
         assert "--max-steps takes a whole number of steps" in capsys.readouterr().err
+
+
+def two_files() -> tuple[argparse.Namespace, list[RankingList], torch.Tensor]:
+    """``four_lists`` read from two --data files: lists 0 and 1 from ``a``, 2 and 3 from ``b``."""
+    from pathlib import Path
+
+    from dialogue_ranker.training.train_lists import Source
+
+    args, lists, served = four_lists()
+    args.data = [Source("a", Path("d/a.jsonl"), 1.0), Source("b", Path("d/b.jsonl"), 1.0)]
+    lists = [dataclasses.replace(x, origin=f"d/{'ab'[i // 2]}.jsonl:{i + 1}") for i, x in enumerate(lists)]
+    return args, lists, served
+
+
+def test_the_pointwise_loss_is_weighted_per_file_and_averaged_over_every_candidate() -> None:
+    args, lists, served = two_files()
+    plain = label_loss(served, lists, args)
+    # Both files named at the global weight: the loss of a run without --pointwise-on.
+    assert torch.isclose(
+        label_loss(served, lists, argparse.Namespace(**vars(args), pointwise_on=[("a", 0.5), ("b", 0.5)])),
+        plain,
+    )
+    listnet = label_loss(served, lists, argparse.Namespace(**{**vars(args), "pointwise_weight": 0.0}))
+    targets = torch.tensor([[1.0, 0.0]] * 4)
+    each = torch.nn.functional.binary_cross_entropy_with_logits(served, targets, reduction="none")
+    # b's lists out of the BCE, a's at the global weight (a not named), the mean over all 8 candidates.
+    off = argparse.Namespace(**vars(args), pointwise_on=[("b", 0.0)])
+    assert torch.isclose(label_loss(served, lists, off), listnet + 0.5 * each[:2].sum() / 8)
+    heavy = argparse.Namespace(**vars(args), pointwise_on=[("a", 2.0), ("b", 0.1)])
+    expected = listnet + (2.0 * each[:2].sum() + 0.1 * each[2:].sum()) / 8
+    assert torch.isclose(label_loss(served, lists, heavy), expected)
+
+
+def test_pointwise_on_takes_a_named_file_and_a_weight_and_refuses_anything_else(capsys) -> None:
+    from dialogue_ranker.data.ranking_data import DataError
+    from dialogue_ranker.training import train
+
+    flags = ["--data", "a.jsonl", "--data", "b.jsonl", "--out", "o"]
+    args = train.parse_args([*flags, "--pointwise-on", "a:0.1", "--pointwise-on", "b:0"])
+    assert args.pointwise_on == [("a", 0.1), ("b", 0.0)]
+    for bad in ("a", "a:-1", "a:x", ":1", "a:nan"):
+        with pytest.raises(SystemExit):
+            train.parse_args([*flags, "--pointwise-on", bad])
+        assert "--pointwise-on" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train.parse_args([*flags, "--pointwise-on", "a:0.1", "--pointwise-on", "a:0.2"])
+    assert "--pointwise-on: a is named twice" in capsys.readouterr().err
+    with pytest.raises(DataError, match="--pointwise-on c: no --data file has that name"):
+        train.check_file_names(train.parse_args([*flags, "--pointwise-on", "c:0.1"]))
+
+
+def test_the_card_names_each_files_pointwise_weight_and_the_others() -> None:
+    from dialogue_ranker.export.card_lines import stage_schedule
+
+    config = {
+        "epochs": 1,
+        "max_steps": 300,
+        "batch_lists": 8,
+        "lr": 3e-5,
+        "seed": 21,
+        "pointwise_weight": 0.5,
+    }
+    weighted = stage_schedule(
+        {**config, "pointwise_on": [["sgd", 0.1], ["persona", 0]]}
+    )  # as config.json has it
+    assert "the pointwise loss weighted per file (sgd 0.1; persona 0; others 0.5)" in weighted
+    assert "pointwise" not in stage_schedule(config) and "pointwise" not in stage_schedule(
+        {**config, "pointwise_on": []}
+    )

@@ -136,6 +136,8 @@ def stage_schedule(config: dict[str, Any]) -> str:
     frozen, ema = config.get("freeze_layers") or 0, config.get("ema") or 0.0
     rank, keep = config.get("lora_rank") or 0, config.get("keep_top") or 0.0
     attention = config.get("attention_dropout")
+    pointwise = "; ".join(f"{name} {weight:g}" for name, weight in config.get("pointwise_on") or ())
+    others = config.get("pointwise_weight", 0.5)
     return (
         f"{length}, {config['batch_lists']} lists a step, learning rate {config['lr']:g}, "
         f"seed {config['seed']}, forward pass in {'bf16 autocast' if precision == 'bf16' else 'fp32'}"
@@ -144,6 +146,7 @@ def stage_schedule(config: dict[str, Any]) -> str:
         + (f", a rank-{rank} change to the layers above (LoRA), merged" if rank else "")
         + (f", the teachers' right top candidates held {keep:g} logits ahead" if keep else "")
         + (f", attention dropout {attention:g}" if attention is not None else "")
+        + (f", the pointwise loss weighted per file ({pointwise}; others {others:g})" if pointwise else "")
         + ("" if device == "cpu" else f", on {device}")
     )
 

@@ -48,6 +48,7 @@ LATER_FLAGS = {
     "lora_rank": 0,
     "keep_top": 0.0,
     "attention_dropout": None,
+    "pointwise_on": [],
 }
 
 

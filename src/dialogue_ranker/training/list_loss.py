@@ -113,7 +113,10 @@ def top_grade(batch: list[RankingList]) -> torch.Tensor:
 
 
 def label_loss(logits: torch.Tensor, batch: list[RankingList], args) -> torch.Tensor:
-    """ListNet over the labels' gains plus pointwise BCE on "appropriate" (candidates padded and masked)."""
+    """ListNet over the labels' gains plus pointwise BCE on "appropriate" (candidates padded and masked).
+
+    The BCE is weighted per list by its file (:func:`pointwise_weights`) and averaged over candidates.
+    """
     width = logits.shape[1]
     present = torch.zeros(len(batch), width, dtype=torch.bool)
     gains = torch.zeros(len(batch), width)
@@ -130,8 +133,27 @@ def label_loss(logits: torch.Tensor, batch: list[RankingList], args) -> torch.Te
     target = torch.softmax((gains * args.tau).masked_fill(~present, blocked), dim=-1)
     log_p = torch.log_softmax(logits.masked_fill(~present, blocked), dim=-1)
     listnet = -(target * log_p).masked_fill(~present, 0.0).sum(-1).mean()
-    bce = torch.nn.functional.binary_cross_entropy_with_logits(logits[present], targets[present])
-    return listnet + args.pointwise_weight * bce
+    weights = pointwise_weights(batch, args)
+    if weights is None:  # one weight: the loss as every run before --pointwise-on computed it
+        bce = torch.nn.functional.binary_cross_entropy_with_logits(logits[present], targets[present])
+        return listnet + args.pointwise_weight * bce
+    each = torch.nn.functional.binary_cross_entropy_with_logits(
+        logits[present], targets[present], reduction="none"
+    )
+    per_candidate = torch.tensor(weights, device=logits.device)[:, None].expand_as(present)[present]
+    return listnet + (per_candidate * each).mean()
+
+
+def pointwise_weights(batch: list[RankingList], args) -> list[float] | None:
+    """``--pointwise-on``: each list's BCE weight, by the ``--data`` file it was read from.
+
+    None without ``--pointwise-on``: every list takes ``--pointwise-weight``.
+    """
+    given = dict(getattr(args, "pointwise_on", None) or ())
+    if not given:
+        return None
+    by_path = {str(s.path): given[s.name] for s in args.data if s.name in given}
+    return [by_path.get(list_file(x), args.pointwise_weight) for x in batch]
 
 
 def list_file(x: RankingList) -> str:

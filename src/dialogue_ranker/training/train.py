@@ -101,6 +101,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(str(e))
     if args.distill_shares and args.distill_replaces_labels:
         parser.error("--distill-replaces-labels is --distill-on NAME:1 for each name: give one or the other")
+    named = [name for name, _ in args.pointwise_on]
+    if len(set(named)) < len(named):
+        parser.error(f"--pointwise-on: {sorted(n for n in named if named.count(n) > 1)[0]} is named twice")
     return args
 
 
@@ -126,7 +129,7 @@ def load_start(
 
 
 def check_file_names(args: argparse.Namespace) -> None:
-    """``--train-candidates-on``, ``--select-on`` and ``--distill-on`` name ``--data`` files.
+    """``--train-candidates-on``, ``--select-on``, ``--distill-on`` and ``--pointwise-on`` name files.
 
     ``--train-candidates-on`` also needs ``--train-candidates``, and ``--distill-on`` and ``--keep-top`` a
     ``--teacher``.
@@ -143,6 +146,7 @@ def check_file_names(args: argparse.Namespace) -> None:
         ("--train-candidates-on", args.train_candidates_on),
         ("--select-on", args.select_on),
         ("--distill-on", args.distill_on),
+        ("--pointwise-on", [name for name, _ in getattr(args, "pointwise_on", [])]),
     )
     for flag, names in named:
         unknown = sorted(set(names) - {s.name for s in args.data})

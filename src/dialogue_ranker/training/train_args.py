@@ -135,7 +135,22 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
     )
     p.add_argument("--batch-lists", type=int, default=8, help="ranking lists per optimiser step")
     p.add_argument("--tau", type=float, default=3.0, help="ListNet target temperature over the gains")
-    p.add_argument("--pointwise-weight", type=float, default=0.5)
+    p.add_argument(
+        "--pointwise-weight",
+        type=float,
+        default=0.5,
+        help="the pointwise BCE's weight beside ListNet (every file not named by --pointwise-on)",
+    )
+    p.add_argument(
+        "--pointwise-on",
+        type=pointwise_entry,
+        action="append",
+        default=[],
+        metavar="NAME:WEIGHT",
+        help="the pointwise BCE's weight on the lists of this --data file (its name, as the run records "
+        "it; repeatable). The BCE learns each file's share of right replies as a prior: a lower weight "
+        "on one-in-ten files keeps their base rate from pulling every logit down",
+    )
     p.add_argument(
         "--thinned", type=float, default=0.5, help="share of lists with marked relevant situations thinned"
     )
@@ -334,6 +349,18 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "a multi-turn list's full-context and last-turn logits averaged at this weight (0: one view)",
     )
     return p
+
+
+def pointwise_entry(entry: str) -> tuple[str, float]:
+    """``--pointwise-on NAME:WEIGHT``: the file's name and its BCE weight (a number >= 0)."""
+    name, sep, tail = entry.rpartition(":")
+    try:
+        weight = float(tail) if sep and name else None
+    except ValueError:
+        weight = None
+    if weight is None or not weight >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"{entry!r}: give NAME:WEIGHT, a --data name and a weight >= 0")
+    return name, weight
 
 
 def split_shares(entries: list[str], default: float) -> tuple[list[str], dict[str, float]]:
