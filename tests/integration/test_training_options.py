@@ -193,3 +193,24 @@ def test_attention_dropout_is_set_in_every_block_recorded_and_refused_out_of_ran
     for bad in ("1", "-0.1", "x"):
         with pytest.raises(SystemExit):
             train.parse_args([*tiny_train_flags(sugar_lists, tmp_path / "bad"), "--attention-dropout", bad])
+
+
+def test_keep_head_bias_starts_from_the_bias_as_it_is_and_the_default_re_centres_it(tmp_path, sugar_lists):
+    start = tmp_path / "start"
+    train.main([*tiny_train_flags(sugar_lists, start), "--max-steps", "2", "--checkpoint-every", "0"])
+    begun = SharedPrefixRanker.load(start / "ranker").head.bias.clone()
+
+    def bias_after(name: str, *flags: str) -> torch.Tensor:
+        # At a learning rate of 0 no step moves a weight: the bias saved is the one the run started from.
+        out = tmp_path / name
+        flags = (*tiny_train_flags(sugar_lists, out), "--init", str(start), "--checkpoint-every", "0", *flags)
+        train.main([*flags, "--lr", "0"])
+        return SharedPrefixRanker.load(out / "ranker").head.bias
+
+    assert torch.equal(bias_after("kept", "--keep-head-bias"), begun)
+    assert not torch.equal(bias_after("centred"), begun)  # moved to the mix's share of right replies
+    config = json.loads((tmp_path / "kept" / "config.json").read_text())
+    assert config["keep_head_bias"] is True
+    from dialogue_ranker.export.card_lines import stage_schedule
+
+    assert "the start's head bias kept" in stage_schedule(config)

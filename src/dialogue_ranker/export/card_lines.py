@@ -147,6 +147,7 @@ def stage_schedule(config: dict[str, Any]) -> str:
         + (f", the teachers' right top candidates held {keep:g} logits ahead" if keep else "")
         + (f", attention dropout {attention:g}" if attention is not None else "")
         + (f", the pointwise loss weighted per file ({pointwise}; others {others:g})" if pointwise else "")
+        + (", the start's head bias kept (not re-centred)" if config.get("keep_head_bias") else "")
         + ("" if device == "cpu" else f", on {device}")
     )
 

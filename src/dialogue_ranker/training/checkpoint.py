@@ -49,6 +49,7 @@ LATER_FLAGS = {
     "keep_top": 0.0,
     "attention_dropout": None,
     "pointwise_on": [],
+    "keep_head_bias": False,
 }
 
 

@@ -188,6 +188,13 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "fresh model already ranks by the backbone's reply-to-context similarity) or linear",
     )
     p.add_argument(
+        "--keep-head-bias",
+        action="store_true",
+        help="start from the cosine head's bias as it is: no re-centring of the mean logit on the mix's "
+        "share of right replies (a fine-tune of a trained ranker, whose bias the shipped calibration "
+        "was fitted on; the re-centring moves every logit by the shift it prints)",
+    )
+    p.add_argument(
         "--train-candidates",
         type=list_size,
         default=None,

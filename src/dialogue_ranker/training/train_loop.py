@@ -101,8 +101,9 @@ def train_epochs(
         total = min(total, args.max_steps)
     resuming = bool(getattr(args, "resume", False) and out is not None and checkpoint.checkpoints(out))
     # A resumed run's weights already hold the shift; a run of no step (--max-steps 0, a bundle read
-    # back as a run) keeps the weights it started from, bias included.
-    if args.head == "cosine" and not resuming and total > 0:
+    # back as a run) keeps the weights it started from, bias included, as --keep-head-bias asks.
+    keep = getattr(args, "keep_head_bias", False)
+    if args.head == "cosine" and not resuming and total > 0 and not keep:
         first = [x for batch in epochs[0][:8] for x in batch]
         print(f"cosine head: bias shifted by {centre_bias(model, encoder, first):.3f}", flush=True)
     payload, path = checkpoint.load_latest(out, args) if resuming and out is not None else ({}, None)
