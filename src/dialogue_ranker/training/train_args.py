@@ -361,12 +361,12 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
 def pointwise_entry(entry: str) -> tuple[str, float]:
     """``--pointwise-on NAME:WEIGHT``: the file's name and its BCE weight (a number >= 0)."""
     name, sep, tail = entry.rpartition(":")
-    try:
-        weight = float(tail) if sep and name else None
-    except ValueError:
-        weight = None
-    if weight is None or not weight >= 0:  # NaN too
-        raise argparse.ArgumentTypeError(f"{entry!r}: give NAME:WEIGHT, a --data name and a weight >= 0")
+    if not (sep and name):
+        raise argparse.ArgumentTypeError(f"--pointwise-on takes NAME:WEIGHT (a --data name), got {entry!r}")
+    # v >= 0 refuses NaN too.
+    weight = number_flag(
+        "--pointwise-on", tail, "a weight such as 0.1", lambda v: v >= 0, "the weight must be 0 or more"
+    )
     return name, weight
 
 
