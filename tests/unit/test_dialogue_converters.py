@@ -189,6 +189,40 @@ def test_a_later_turn_that_rewords_the_true_turn_is_never_its_negative(tmp_path:
     assert later == [RESTAURANT[9]]  # the one other later system turn
 
 
+def test_paraphrases_taken_as_right_replies_join_the_list_and_keep_its_negatives(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "Your table is booked." (turn 5) and "Your table has now been booked." (turn 7) say the same:
+    # dropped by default, with --paraphrases right the later one is a second right reply of the
+    # earlier one's list ("later" negatives are the only kind asked for).
+    source = sgd_fixture(tmp_path / "sgd")
+    dropped = convert_to(tmp_path / "drop", ["sgd", str(source), "--negatives", "later:3"])
+    kept = convert_to(
+        tmp_path / "right", ["sgd", str(source), "--negatives", "later:3", "--paraphrases", "right"]
+    )
+    assert "lists by paraphrases taken as right: 0 12, 1 1" in capsys.readouterr().err
+    assert len(kept) == len(dropped)
+    for before, after in zip(dropped, kept, strict=True):
+        negatives = sorted(c.text for c in before.candidates if c.label == 0)
+        assert sorted(c.text for c in after.candidates if c.label == 0) == negatives
+        rights = [c for c in after.candidates if c.label == 1]
+        if any(c.text == RESTAURANT[5] for c in rights):
+            assert [(c.text, c.generator) for c in rights if c.generator != "human"] == [
+                (RESTAURANT[7], "paraphrase")
+            ]
+        else:
+            assert [c.generator for c in rights] == ["human"]
+    assert (
+        convert_to(
+            tmp_path / "drop2", ["sgd", str(source), "--negatives", "later:3", "--paraphrases", "drop"]
+        )
+        == dropped
+    )
+    with pytest.raises(SystemExit):
+        convert.main(["topical-chat", str(source), str(tmp_path / "o.jsonl"), "--paraphrases", "right"])
+    assert "--paraphrases is for sgd, persona-chat, taskmaster" in capsys.readouterr().err
+
+
 def test_retrieved_negatives_come_from_other_dialogues_nearest_in_the_retriever(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -102,6 +102,7 @@ class Plan:
         argv += ["--retriever", conv.retriever] if conv.retriever else []
         argv += ["--max-dialogues", str(conv.max_dialogues)] if conv.max_dialogues else []
         argv += ["--statement-variants", conv.statement_variants] if conv.statement_variants else []
+        argv += ["--paraphrases", conv.paraphrases] if conv.paraphrases else []
         return argv + (["--group-by", conv.group_by] if conv.group_by else [])
 
     def _command(self, stage: _Stage) -> list[str]:

@@ -95,6 +95,9 @@ class Conversion(_Strict):
     #: Copies of each train list with its statements dropped, shuffled or padded with irrelevant
     #: ones (``--statement-variants``, e.g. ``"dropped,shuffled,irrelevant"``).
     statement_variants: str | None = None
+    #: The dialogue sets only: ``right`` keeps the paraphrases of a true turn that the miner finds as
+    #: second right replies instead of dropping them (``ranker convert --paraphrases``).
+    paraphrases: Literal["drop", "right"] | None = None
 
     @model_validator(mode="after")
     def _options_fit_the_dataset(self) -> Conversion:
@@ -107,6 +110,8 @@ class Conversion(_Strict):
             raise ValueError(f"retriever is for datasets {', '.join(RETRIEVED_NEGATIVES)}")
         if self.max_dialogues is not None and self.dataset != "sgd":
             raise ValueError("max_dialogues is for dataset 'sgd'")
+        if self.paraphrases is not None and self.dataset not in ("sgd", "persona-chat", "taskmaster"):
+            raise ValueError("paraphrases is for datasets sgd, persona-chat, taskmaster")
         return self
 
 

@@ -53,7 +53,8 @@
 - **sgd**, **persona-chat**, **taskmaster**: one list per responder turn, the true turn (label 1)
   against negatives that are on topic but wrong, each named in its ``generator`` (``retrieved``,
   ``earlier``, ``later``, ``same-service``, ``contradicted``, ``random``:
-  :mod:`training.converters.dialogue_lists`), paraphrases of the true turn filtered out. Persona
+  :mod:`training.converters.dialogue_lists`), paraphrases of the true turn filtered out
+  (``--paraphrases right`` keeps them as second right replies instead). Persona
   lines (persona-chat) and API results (taskmaster) are the situations. SGD CC BY-SA 4.0,
   Synthetic-Persona-Chat and Taskmaster CC BY 4.0.
 - **taskmaster-reward**: Taskmaster-3/4's human-rated agent turns, one list per context, the
@@ -73,7 +74,11 @@ from pathlib import Path
 from dialogue_ranker.data.ranking_data import write_lists
 from dialogue_ranker.data.sugar import GROUPINGS as SUGAR_GROUPINGS
 from dialogue_ranker.training.converters.dailydialog_pp import convert_dailydialog_pp
-from dialogue_ranker.training.converters.dialogue_lists import DIALOGUE_NEGATIVE_KINDS
+from dialogue_ranker.training.converters.dialogue_lists import (
+    DIALOGUE_NEGATIVE_KINDS,
+    MAX_PARAPHRASE_RIGHTS,
+    PARAPHRASE_USES,
+)
 from dialogue_ranker.training.converters.persona_chat import PERSONA_NEGATIVES, convert_persona_chat
 from dialogue_ranker.training.converters.sgd import SGD_NEGATIVES, convert_sgd
 from dialogue_ranker.training.converters.statement_variants import STATEMENT_VARIANTS, statement_variants
@@ -165,6 +170,14 @@ def build_parser() -> argparse.ArgumentParser:
         "drawn from; the dialogue sets' default mixes need it",
     )
     parser.add_argument(
+        "--paraphrases",
+        choices=PARAPHRASE_USES,
+        default=None,
+        help="sgd, persona-chat, taskmaster: what a mined negative that says what the true turn says "
+        "becomes: dropped (the default) or a second right reply (label 1, 'paraphrase'; at most "
+        f"{MAX_PARAPHRASE_RIGHTS} a list), for lists with several right replies",
+    )
+    parser.add_argument(
         "--statement-variants",
         default=None,
         metavar="KIND,...",
@@ -221,6 +234,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for flag in ("reply_max_words", "drop_negatives"):
         if getattr(args, flag) is not None and args.dataset != "topical-chat":
             parser.error(f"--{flag.replace('_', '-')} is for topical-chat, not {args.dataset}")
+    if args.paraphrases is not None and args.dataset not in DIALOGUE_MIXES:
+        parser.error(f"--paraphrases is for {', '.join(DIALOGUE_MIXES)}, not {args.dataset}")
     if args.retriever is not None and args.dataset not in RETRIEVER_SETS:
         parser.error(f"--retriever is for {', '.join(RETRIEVER_SETS)}, not {args.dataset}")
     if args.max_dialogues is not None and (args.dataset != "sgd" or args.max_dialogues < 1):
@@ -267,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
             extra["retriever"] = args.retriever
         if args.max_dialogues is not None:
             extra["max_dialogues"] = args.max_dialogues
+        if args.paraphrases is not None:
+            extra["paraphrases"] = args.paraphrases
         lists = CONVERTERS[args.dataset](args.source, **extra)
         if args.statement_variants:
             lists = statement_variants(lists, args.statement_variants)

@@ -24,6 +24,13 @@ together, so word overlap alone keeps them; yet a close turn with other values (
 account has a balance of $8,675.83." / "The balance from your savings is $13,840.68": cosine 0.87)
 is a different fact, the hardest negative there is, so cosine alone would drop the best ones.
 ``contradicted`` negatives share nearly every word by design and are exempt.
+
+**Paraphrases as right replies** (``paraphrases="right"``). What the filter drops is another way of
+saying the true turn, so it may instead join the list as a second right reply (label 1,
+``paraphrase``): task dialogues then give lists with several right replies, as SUGAR's and
+DailyDialog++'s are, where the true turn alone gives one in ten. The ``retrieved`` kind then looks
+through its whole pool for them, not only until it has its negatives; a list takes at most
+:data:`MAX_PARAPHRASE_RIGHTS`.
 """
 
 from __future__ import annotations
@@ -58,6 +65,10 @@ MAX_JACCARD = 0.6
 #: "What kind of food?"; "Your alarm has been created." / "I've created that alarm for you": 0.82);
 #: 1.5% of the pairs are at 0.8 or above.
 MAX_COSINE = 0.8
+#: Paraphrases a list takes as right replies (``paraphrases="right"``), besides the true turn.
+MAX_PARAPHRASE_RIGHTS = 2
+#: What a paraphrase the filter finds becomes: dropped, or a right reply.
+PARAPHRASE_USES = ("drop", "right")
 #: ``same-service``: a turn at least this far (share of its dialogue) from the true turn's stage.
 OTHER_STAGE = 0.25
 #: Contexts scored against every responder turn at once in the dense search.
@@ -205,7 +216,10 @@ class DialogueMiner:
         *,
         retriever: Path | None = None,
         contradict: Contradict | None = None,
+        paraphrases: str = "drop",
     ) -> None:
+        if paraphrases not in PARAPHRASE_USES:
+            raise ValueError(f"paraphrases is one of {', '.join(PARAPHRASE_USES)}, not {paraphrases!r}")
         if mix.get("retrieved") and retriever is None:
             raise ValueError("retrieved negatives need a retrieval encoder (--retriever DIR)")
         self.corpus, self.mix, self.rng, self.contradict = corpus, mix, rng, contradict
@@ -214,22 +228,32 @@ class DialogueMiner:
         if retriever is not None:
             self.pools, vectors = retrieved_pools(corpus, retriever)
         self.paraphrase = ParaphraseFilter(vectors)
+        self.keep_paraphrases = paraphrases == "right"
         #: Negatives the paraphrase filter dropped, per kind (for the conversion's report).
         self.dropped: dict[str, int] = defaultdict(int)
+        #: Lists by how many paraphrases they took as right replies (``paraphrases="right"``).
+        self.rights_per_list: dict[int, int] = defaultdict(int)
 
     def _take(self, pool: Sequence[str], n: int, kind: str, true_text: str, out: list[Candidate]) -> None:
         seen = {true_text.lower(), *(c.text.lower() for c in out)}
         options = [t for t in dict.fromkeys(p.strip() for p in pool) if t and t.lower() not in seen]
         self.rng.shuffle(options)
+        # A retrieved pool is small and the likeliest place for paraphrases: taking them as right
+        # replies, it is read to its end.
+        read_all = self.keep_paraphrases and kind == "retrieved"
         taken = 0
         for text in options:
-            if taken == n:
+            if taken == n and not read_all:
                 break
             if kind != "contradicted" and self.paraphrase.same(true_text, text):
                 self.dropped[kind] += 1
+                rights = sum(c.generator == "paraphrase" for c in out)
+                if self.keep_paraphrases and rights < MAX_PARAPHRASE_RIGHTS:
+                    out.append(Candidate(text, 1, "paraphrase"))
                 continue
-            out.append(Candidate(text, 0, kind))
-            taken += 1
+            if taken < n:
+                out.append(Candidate(text, 0, kind))
+                taken += 1
 
     def negatives(self, n: int, dialogue: Dialogue, reply: Reply) -> list[Candidate]:
         """The negatives of the ``n``-th slot's list (slot order is :class:`Corpus`'s)."""
@@ -261,12 +285,14 @@ class DialogueMiner:
             made = self.contradict(rng, dialogue, reply, known)
             if made is not None and made.strip() != true_text:
                 self._take([made], mix["contradicted"], "contradicted", true_text, out)
-        for _ in range(8 * sum(mix.values())):  # top up (and the random ones) from other dialogues
-            if len(out) >= sum(mix.values()):
+        wanted = sum(mix.values())
+        for _ in range(8 * wanted):  # top up (and the random ones) from other dialogues
+            if sum(c.label == 0 for c in out) >= wanted:
                 break
             j = rng.randrange(len(corpus.texts))
             if corpus.slots[j][0] is not dialogue:
                 self._take([corpus.texts[j]], 1, "random", true_text, out)
+        self.rights_per_list[sum(c.label == 1 for c in out)] += 1
         return out
 
 
@@ -277,11 +303,17 @@ def dialogue_lists(
     seed: int = 0,
     retriever: Path | None = None,
     contradict: Contradict | None = None,
+    paraphrases: str = "drop",
 ) -> Iterator[RankingList]:
-    """One list per reply of each dialogue: the true turn (label 1) and its negatives, shuffled."""
+    """One list per reply of each dialogue: the true turn (label 1) and its negatives, shuffled.
+
+    ``paraphrases="right"``: the paraphrases the filter finds join as right replies (module doc).
+    """
     rng = random.Random(seed)
     corpus = Corpus(dialogues)
-    miner = DialogueMiner(corpus, mix, rng, retriever=retriever, contradict=contradict)
+    miner = DialogueMiner(
+        corpus, mix, rng, retriever=retriever, contradict=contradict, paraphrases=paraphrases
+    )
     for n, (dialogue, reply) in enumerate(corpus.slots):
         true_text = dialogue.turns[reply.index][1]
         candidates = [Candidate(true_text, 1, "human"), *miner.negatives(n, dialogue, reply)]
@@ -293,4 +325,9 @@ def dialogue_lists(
             group=dialogue.group,
         )
     dropped = ", ".join(f"{kind} {n}" for kind, n in sorted(miner.dropped.items())) or "none"
-    print(f"paraphrase filter: negatives dropped: {dropped}", file=sys.stderr)
+    if miner.keep_paraphrases:
+        shares = ", ".join(f"{n} {lists}" for n, lists in sorted(miner.rights_per_list.items()))
+        print(f"paraphrase filter: paraphrases found (right replies): {dropped}", file=sys.stderr)
+        print(f"paraphrase filter: lists by paraphrases taken as right: {shares}", file=sys.stderr)
+    else:
+        print(f"paraphrase filter: negatives dropped: {dropped}", file=sys.stderr)

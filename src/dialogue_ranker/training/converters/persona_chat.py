@@ -51,6 +51,7 @@ def convert_persona_chat(
     *,
     negatives: dict[str, int] | None = None,
     retriever: Path | None = None,
+    paraphrases: str = "drop",
     seed: int = 0,
 ) -> Iterator[RankingList]:
     """Synthetic-Persona-Chat's turns as ranking lists under the responder's persona (see the module doc)."""
@@ -59,5 +60,6 @@ def convert_persona_chat(
         dict(PERSONA_NEGATIVES if negatives is None else negatives),
         seed=seed,
         retriever=retriever,
+        paraphrases=paraphrases,
         contradict=contradict_reply,
     )

@@ -64,6 +64,7 @@ def convert_sgd(
     *,
     negatives: dict[str, int] | None = None,
     retriever: Path | None = None,
+    paraphrases: str = "drop",
     max_dialogues: int | None = None,
     seed: int = 0,
 ) -> Iterator[RankingList]:
@@ -76,5 +77,6 @@ def convert_sgd(
         dict(SGD_NEGATIVES if negatives is None else negatives),
         seed=seed,
         retriever=retriever,
+        paraphrases=paraphrases,
         contradict=contradict_by(swapper.swap),
     )

@@ -139,6 +139,7 @@ def convert_taskmaster(
     *,
     negatives: dict[str, int] | None = None,
     retriever: Path | None = None,
+    paraphrases: str = "drop",
     seed: int = 0,
 ) -> Iterator[RankingList]:
     """Taskmaster-4's assistant turns as ranking lists (see the module doc)."""
@@ -151,5 +152,6 @@ def convert_taskmaster(
         dict(TASKMASTER_NEGATIVES if negatives is None else negatives),
         seed=seed,
         retriever=retriever,
+        paraphrases=paraphrases,
         contradict=contradict_by(swapper.swap),
     )
