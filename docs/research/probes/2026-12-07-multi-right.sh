@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The runs of docs/research/2026-12-07-multi-right.md: the three new sets converted with
+# `--paraphrases right` (the miner's paraphrases of the true turn as second right replies), then
+# the control of 2026-12-07-pointwise-per-file.sh (2.11.9's train stage, 100 fp32 steps from 2.10.0,
+# seed 21) with those files in place of the new sets', scored by 2026-12-07-pointwise-per-file.py.
+# D: the recipe's data folder (2.11.20's); runs/model-2.10.0: git archive 2f41c0f models/dialogue-minilm-l6.
+set -euo pipefail
+export HF_HUB_OFFLINE=1
+D=${D:-runs/dialogue-minilm-l6-2.11.20/data}
+P=runs/probe-multi-right; M=$P/data; R=runs/model-2.10.0/retriever
+mkdir -p $M
+.venv/bin/ranker convert sgd ../shared/data/sgd/sgd_train.jsonl.gz $M/sgd-train.jsonl \
+    --retriever $R --max-dialogues 2200 --paraphrases right
+.venv/bin/ranker convert persona-chat ../shared/data/synthetic_persona_chat/spc_test.jsonl.gz \
+    $M/persona-chat.jsonl --retriever $R --statement-variants dropped,shuffled,irrelevant --paraphrases right
+.venv/bin/ranker convert taskmaster ../shared/data/taskmaster/tm4_dialogues.jsonl.gz $M/taskmaster.jsonl \
+    --negatives earlier:2,later:3,contradicted:1,random:3 --statement-variants dropped,shuffled,irrelevant \
+    --paraphrases right
+OLD_MIX="--data $D/sugar.jsonl:0.5 --data $D/sugar-statement.jsonl:0.5 --data $D/topical-chat.jsonl:0.05 --data $D/topical-chat-entity-fact.jsonl:0.05 --data $D/topical-chat-distill.jsonl:0.1 --data $D/tc-short-positive.jsonl:1 --data $D/sugar-flip.jsonl:4 --data $D/written.jsonl:30"
+NEW_SETS="--data $M/persona-chat.jsonl:0.5 --data $M/sgd-train.jsonl:1.5 --data $M/taskmaster.jsonl:0.5"
+STAGE="--init-bundle runs/model-2.10.0 --lr 3e-05 --seed 21 --max-steps 100 --precision fp32 --dev-lists 20 --checkpoint-every 0 --threads 2"
+.venv/bin/ranker train $OLD_MIX $NEW_SETS $STAGE --out $P/multi-right > $P/multi-right.log 2>&1
+# start and control: runs/probe-pointwise/ (2026-12-07-pointwise-per-file.sh control, and its start)
+.venv/bin/python docs/research/probes/2026-12-07-pointwise-per-file.py $P/figures.json \
+    runs/probe-pointwise/start runs/probe-pointwise/control $P/multi-right
