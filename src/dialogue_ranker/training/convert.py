@@ -100,6 +100,18 @@ CONVERTERS = {
 }
 #: The turn-level dialogue sets (:mod:`training.converters.dialogue_lists`) and their default mixes.
 DIALOGUE_MIXES = {"sgd": SGD_NEGATIVES, "persona-chat": PERSONA_NEGATIVES, "taskmaster": TASKMASTER_NEGATIVES}
+#: The flags passed on to the converter as keywords where given (``parse_args`` has checked that
+#: each fits the dataset).
+CONVERTER_OPTIONS = (
+    "negatives",
+    "group_by",
+    "strip_openers",
+    "reply_max_words",
+    "drop_negatives",
+    "retriever",
+    "max_dialogues",
+    "paraphrases",
+)
 #: Where ``--retriever`` (the ``retrieved`` kind's encoder) applies.
 RETRIEVER_SETS = ("topical-chat", *DIALOGUE_MIXES)
 
@@ -269,21 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     try:
-        extra: dict = {"negatives": args.negatives} if args.negatives is not None else {}
-        if args.group_by is not None:
-            extra["group_by"] = args.group_by
-        if args.strip_openers is not None:
-            extra["strip_openers"] = args.strip_openers
-        if args.reply_max_words is not None:
-            extra["reply_max_words"] = args.reply_max_words
-        if args.drop_negatives is not None:
-            extra["drop_negatives"] = args.drop_negatives
-        if args.retriever is not None:
-            extra["retriever"] = args.retriever
-        if args.max_dialogues is not None:
-            extra["max_dialogues"] = args.max_dialogues
-        if args.paraphrases is not None:
-            extra["paraphrases"] = args.paraphrases
+        given = {name: getattr(args, name) for name in CONVERTER_OPTIONS}
+        extra = {name: value for name, value in given.items() if value is not None}
         lists = CONVERTERS[args.dataset](args.source, **extra)
         if args.statement_variants:
             lists = statement_variants(lists, args.statement_variants)
