@@ -272,23 +272,28 @@ def test_references_must_name_earlier_stages_of_the_right_kind():
     assert "max_dialogues is for dataset 'sgd'" in bad(
         TINY.replace(on_sugar, f"{on_sugar}, max_dialogues = 9")
     )
+    assert "paraphrases is for datasets sgd, persona-chat, taskmaster" in bad(
+        TINY.replace(on_sugar, f'{on_sugar}, paraphrases = "right"')
+    )
 
 
-def test_a_dialogue_set_converts_with_its_retriever_sample_and_statement_variants(tmp_path):
+def test_a_dialogue_set_converts_with_its_retriever_sample_statement_variants_and_paraphrases(tmp_path):
     sgd = TINY.replace(
         '"sugar", source = "src/sugar.jsonl"',
         '"sgd", source = "src/sugar.jsonl", retriever = "models/x/retriever", max_dialogues = 50, '
-        'statement_variants = "dropped,irrelevant"',
+        'statement_variants = "dropped,irrelevant", paraphrases = "right"',
     )
     plan = Plan(fake_repo(tmp_path, sgd))
     argv = next(argv for step in plan.steps for _, argv in step.commands if argv[:2] == ["convert", "sgd"])
-    assert argv[-6:] == [
+    assert argv[-8:] == [
         "--retriever",
         "models/x/retriever",
         "--max-dialogues",
         "50",
         "--statement-variants",
         "dropped,irrelevant",
+        "--paraphrases",
+        "right",
     ]
 
 
