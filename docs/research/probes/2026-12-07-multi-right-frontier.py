@@ -33,11 +33,24 @@ SHIFTS = np.round(np.arange(-1.0, 1.01, 0.05), 2)
 
 def curves(run: Path, lists: dict) -> tuple[dict, dict]:
     scorer = RunScorer(run, last_turn_weight=0.5)
-    z = {name: np.concatenate(scorer.logits(chosen)) for name, chosen in lists.items()}
+    per_list = {name: scorer.logits(chosen) for name, chosen in lists.items()}
+    z = {name: np.concatenate(logits) for name, logits in per_list.items()}
     y = {name: np.concatenate([[int(c.appropriate) for c in x.candidates] for x in chosen])
          for name, chosen in lists.items()}  # fmt: skip
     params = fit_platt(z["sugar"], y["sugar"]).params
     a, b = params["a"], params["b"]
+    p_at_1 = {
+        name: np.mean([chosen[i].candidates[int(np.argmax(zl))].appropriate for i, zl in enumerate(logits)])
+        for (name, chosen), logits in zip(lists.items(), per_list.values(), strict=True)
+    }
+    mean_p = {n: float(np.mean(1 / (1 + np.exp(-(a * z[n] + b))))) for n in lists}
+    print(
+        run,
+        "P@1",
+        {n: round(float(v), 3) for n, v in p_at_1.items()},
+        "mean p",
+        {n: round(v, 3) for n, v in mean_p.items()},
+    )
     out = {}
     for shift in SHIFTS:
         out[float(shift)] = {n: ece(1 / (1 + np.exp(-(a * z[n] + b + shift))), y[n]) for n in lists}

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The runs of docs/research/2026-12-07-multi-right.md: the three new sets converted with
-# `--paraphrases right` (the miner's paraphrases of the true turn as second right replies), then
-# the control of 2026-12-07-pointwise-per-file.sh (2.11.9's train stage, 100 fp32 steps from 2.10.0,
-# seed 21) with those files in place of the new sets', scored by 2026-12-07-pointwise-per-file.py.
+# `--paraphrases right` (the miner's paraphrases of the true turn as second right replies); then
+# 2.11.9's train stage (100 fp32 steps from 2.10.0) with the files as they are (control) and with
+# those files in place of the new sets' (paraphrases), at seeds 21 and 22; scored by
+# 2026-12-07-multi-right-frontier.py. Seed 21's control and the start are those of
+# 2026-12-07-pointwise-per-file.sh (runs/probe-pointwise/{control,start}).
 # D: the recipe's data folder (2.11.20's); runs/model-2.10.0: git archive 2f41c0f models/dialogue-minilm-l6.
 set -euo pipefail
 export HF_HUB_OFFLINE=1
@@ -17,9 +19,13 @@ mkdir -p $M
     --negatives earlier:2,later:3,contradicted:1,random:3 --statement-variants dropped,shuffled,irrelevant \
     --paraphrases right
 OLD_MIX="--data $D/sugar.jsonl:0.5 --data $D/sugar-statement.jsonl:0.5 --data $D/topical-chat.jsonl:0.05 --data $D/topical-chat-entity-fact.jsonl:0.05 --data $D/topical-chat-distill.jsonl:0.1 --data $D/tc-short-positive.jsonl:1 --data $D/sugar-flip.jsonl:4 --data $D/written.jsonl:30"
-NEW_SETS="--data $M/persona-chat.jsonl:0.5 --data $M/sgd-train.jsonl:1.5 --data $M/taskmaster.jsonl:0.5"
-STAGE="--init-bundle runs/model-2.10.0 --lr 3e-05 --seed 21 --max-steps 100 --precision fp32 --dev-lists 20 --checkpoint-every 0 --threads 2"
-.venv/bin/ranker train $OLD_MIX $NEW_SETS $STAGE --out $P/multi-right > $P/multi-right.log 2>&1
-# start and control: runs/probe-pointwise/ (2026-12-07-pointwise-per-file.sh control, and its start)
-.venv/bin/python docs/research/probes/2026-12-07-pointwise-per-file.py $P/figures.json \
-    runs/probe-pointwise/start runs/probe-pointwise/control $P/multi-right
+train() {  # train ARM SEED NEW_SETS_FOLDER
+  local new="--data $3/persona-chat.jsonl:0.5 --data $3/sgd-train.jsonl:1.5 --data $3/taskmaster.jsonl:0.5"
+  .venv/bin/ranker train $OLD_MIX $new --init-bundle runs/model-2.10.0 --lr 3e-05 --seed "$2" --max-steps 100 \
+      --precision fp32 --dev-lists 20 --checkpoint-every 0 --threads 2 --out "$P/$1" > "$P/$1.log" 2>&1
+}
+train multi-right 21 $M
+train control-s22 22 $D
+train multi-right-s22 22 $M
+.venv/bin/python docs/research/probes/2026-12-07-multi-right-frontier.py runs/probe-pointwise/start \
+    runs/probe-pointwise/control $P/control-s22 $P/multi-right $P/multi-right-s22
