@@ -223,6 +223,37 @@ def test_paraphrases_taken_as_right_replies_join_the_list_and_keep_its_negatives
     assert "--paraphrases is for sgd, persona-chat, taskmaster" in capsys.readouterr().err
 
 
+def test_a_retrieved_pool_is_read_to_its_end_for_paraphrases_taken_as_right(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not (RETRIEVER / "retriever.json").is_file():
+        pytest.skip(f"no retrieval encoder at {RETRIEVER}")
+    # A fourth dialogue says "Your table is booked." (RESTAURANT[5]) in its own words; the pool holds
+    # every other dialogue's turns, so the paraphrase is in it wherever the shuffle puts it.
+    monkeypatch.setattr(dialogue_lists, "RETRIEVED_POOL", 40)
+    rows = [json.loads(line) for line in gzip.open(sgd_fixture(tmp_path / "sgd"), "rt")]
+    rows.append(
+        sgd_dialogue("3_00000", "Restaurants_1", ["Book a table at Sol.", "Your table has been booked."])
+    )
+    source = write_gz(tmp_path / "four" / "sgd_dev.jsonl.gz", rows)
+    argv = ["sgd", str(source), "--negatives", "retrieved:2", "--retriever", str(RETRIEVER)]
+    lists = convert_to(tmp_path, [*argv, "--paraphrases", "right"])
+    booked = next(
+        x for x in lists if any(c.generator == "human" and c.text == RESTAURANT[5] for c in x.candidates)
+    )
+    assert [c.text for c in booked.candidates if c.generator == "paraphrase"] == [
+        "Your table has been booked."
+    ]
+    assert sum(c.generator == "retrieved" for c in booked.candidates) == 2
+    assert all(c.label == 0 for c in booked.candidates if c.generator not in ("human", "paraphrase"))
+    dropped = convert_to(tmp_path / "drop", argv)
+    assert not any(c.generator == "paraphrase" for x in dropped for c in x.candidates)
+    # A pool larger than the other dialogues' turns never fills up with the list's own dialogue's.
+    turns = {f"sgd-dev-{row['dialogue_id']}": {t["text"] for t in row["turns"]} for row in rows}
+    for x in lists + dropped:
+        assert not {c.text for c in x.candidates if c.generator == "retrieved"} & turns[x.group]
+
+
 def test_retrieved_negatives_come_from_other_dialogues_nearest_in_the_retriever(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
