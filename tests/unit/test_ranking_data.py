@@ -6,13 +6,14 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dialogue_ranker.data.ranking_data import Candidate, DataError, RankingList, read_lists, write_lists
 from dialogue_ranker.serving.tokenization import Turn
 from dialogue_ranker.training import convert
 from dialogue_ranker.training.converters import negatives, topical_chat
-from dialogue_ranker.training.converters.negatives import content_words
+from dialogue_ranker.training.converters.negatives import content_words, nearest_of_other_groups
 from dialogue_ranker.training.converters.topical_chat import SHORT_WORDS, TOPICAL_CHAT_SPLITS
 
 #: The shipped bundle's retrieval encoder (committed with the repository).
@@ -249,6 +250,16 @@ def test_retrieved_negatives_are_the_other_conversations_turns_nearest_in_the_re
     again = tmp_path / "again.jsonl"
     assert convert.main([*argv[:2], str(again), *argv[3:], "--retriever", str(RETRIEVER)]) == 0
     assert again.read_text() == out.read_text()
+
+
+def test_the_nearest_of_other_groups_never_fill_a_row_with_its_own_group() -> None:
+    # Two docs of group 1 and three of group 0; five wanted: group 0's query gets group 1's two,
+    # best first, and group 1's gets group 0's three, not its own to make up the five.
+    scores = np.arange(10, dtype=np.float32).reshape(2, 5)
+    hits = nearest_of_other_groups(
+        lambda rows: scores[rows].copy(), 2, np.array([0, 0, 0, 1, 1]), np.array([0, 1]), 5
+    )
+    assert hits == [[4, 3], [2, 1, 0]]
 
 
 @pytest.mark.parametrize(

@@ -202,11 +202,7 @@ def retrieved_pools(corpus: Corpus, retriever: Path) -> tuple[list[list[int]], d
         min(RETRIEVED_POOL, len(corpus.texts)),
         SEARCH_BLOCK,
     )
-    # Where the pool is larger than the other dialogues' turns (a small corpus), the search fills it
-    # up with the list's own dialogue's turns, scored -inf: they are not retrieved from elsewhere.
-    group = corpus.slot_group
-    pools = [[int(j) for j in h if group[j] != group[n]] for n, h in enumerate(hits)]
-    return pools, {text: unique_vectors[i] for text, i in row.items()}
+    return hits, {text: unique_vectors[i] for text, i in row.items()}
 
 
 class DialogueMiner:

@@ -48,8 +48,8 @@ def take_negatives(
 
 def overlap_neighbours(
     queries: list[str], docs: list[str], doc_group: np.ndarray, query_group: np.ndarray, k: int
-) -> np.ndarray:
-    """For each query, the ``k`` docs of other groups nearest in TF-IDF cosine (row-wise indices).
+) -> list[list[int]]:
+    """For each query, the ``k`` docs of other groups nearest in TF-IDF cosine (indices, best first).
 
     scikit-learn's vectorizer does the weighting; the search is :func:`nearest_of_other_groups`
     over sparse products, since its nearest-neighbour classes cannot exclude a query's own
@@ -74,18 +74,24 @@ def nearest_of_other_groups(
     query_group: np.ndarray,
     k: int,
     block: int = 512,
-) -> np.ndarray:
-    """For each query, the ``k`` best-scored docs of groups other than its own (row-wise indices).
+) -> list[list[int]]:
+    """For each query, the ``k`` best-scored docs of groups other than its own, best first.
 
     ``score_rows(rows)``: the dense scores of a block of queries against every doc; blocks keep
-    the (queries x docs) matrix from being held at once.
+    the (queries x docs) matrix from being held at once. A query whose other groups hold fewer than
+    ``k`` docs gets them all and no more: its own group's docs never fill the row (a small corpus).
     """
-    out = np.zeros((queries, k), dtype=np.int64)
+    out: list[list[int]] = []
     for start in range(0, queries, block):
         rows = slice(start, start + block)
         scores = score_rows(rows)
         scores[query_group[rows, None] == doc_group[None, :]] = -np.inf
-        out[rows] = top_k(scores, k)
+        best = top_k(scores, k)
+        usable = np.isfinite(np.take_along_axis(scores, best, axis=1))
+        out.extend(
+            [int(j) for j, ok in zip(row, keep, strict=True) if ok]
+            for row, keep in zip(best, usable, strict=True)
+        )
     return out
 
 

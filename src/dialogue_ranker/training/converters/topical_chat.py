@@ -130,7 +130,7 @@ class TurnIndex:
             np.array([conv_index[c] for c, _ in slots]),
         )
 
-    def pools(self, hits: np.ndarray) -> dict[tuple[str, int], list[str]]:
+    def pools(self, hits: list[list[int]]) -> dict[tuple[str, int], list[str]]:
         """Each slot's pool: the texts of its row of ``hits`` (indices into ``texts``)."""
         return {slot: [self.texts[j] for j in row] for slot, row in zip(self.slots, hits, strict=True)}
 
