@@ -33,6 +33,14 @@ RETRIEVER = ROOT / "models" / "dialogue-minilm-l6" / "retriever"
 NO_RETRIEVAL = "earlier:1,later:1,same-service:1,contradicted:1,random:2"
 
 
+@pytest.fixture
+def retriever() -> Path:
+    """The shipped bundle's retrieval encoder; the test is skipped without it."""
+    if not (RETRIEVER / "retriever.json").is_file():
+        pytest.skip(f"no retrieval encoder at {RETRIEVER}")
+    return RETRIEVER
+
+
 def write_gz(path: Path, rows: list[dict]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(path, "wt", encoding="utf-8") as out:
@@ -224,10 +232,8 @@ def test_paraphrases_taken_as_right_replies_join_the_list_and_keep_its_negatives
 
 
 def test_a_retrieved_pool_is_read_to_its_end_for_paraphrases_taken_as_right(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, retriever: Path
 ) -> None:
-    if not (RETRIEVER / "retriever.json").is_file():
-        pytest.skip(f"no retrieval encoder at {RETRIEVER}")
     # A fourth dialogue says "Your table is booked." (RESTAURANT[5]) in its own words; the pool holds
     # every other dialogue's turns, so the paraphrase is in it wherever the shuffle puts it.
     monkeypatch.setattr(dialogue_lists, "RETRIEVED_POOL", 40)
@@ -236,7 +242,7 @@ def test_a_retrieved_pool_is_read_to_its_end_for_paraphrases_taken_as_right(
         sgd_dialogue("3_00000", "Restaurants_1", ["Book a table at Sol.", "Your table has been booked."])
     )
     source = write_gz(tmp_path / "four" / "sgd_dev.jsonl.gz", rows)
-    argv = ["sgd", str(source), "--negatives", "retrieved:2", "--retriever", str(RETRIEVER)]
+    argv = ["sgd", str(source), "--negatives", "retrieved:2", "--retriever", str(retriever)]
     lists = convert_to(tmp_path, [*argv, "--paraphrases", "right"])
     booked = next(
         x for x in lists if any(c.generator == "human" and c.text == RESTAURANT[5] for c in x.candidates)
@@ -255,14 +261,12 @@ def test_a_retrieved_pool_is_read_to_its_end_for_paraphrases_taken_as_right(
 
 
 def test_retrieved_negatives_come_from_other_dialogues_nearest_in_the_retriever(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, retriever: Path
 ) -> None:
-    if not (RETRIEVER / "retriever.json").is_file():
-        pytest.skip(f"no retrieval encoder at {RETRIEVER}")
     monkeypatch.setattr(dialogue_lists, "RETRIEVED_POOL", 3)
     source = sgd_fixture(tmp_path / "sgd")
     lists = convert_to(
-        tmp_path, ["sgd", str(source), "--negatives", "retrieved:2", "--retriever", str(RETRIEVER)]
+        tmp_path, ["sgd", str(source), "--negatives", "retrieved:2", "--retriever", str(retriever)]
     )
     for x in lists:
         own = {t.text for t in x.context} | {c.text for c in x.candidates if c.label == 1}
