@@ -27,5 +27,8 @@ train() {  # train ARM SEED NEW_SETS_FOLDER
 train multi-right 21 $M
 train control-s22 22 $D
 train multi-right-s22 22 $M
+for seed in 23 24 25; do train control-s$seed $seed $D; done
 .venv/bin/python docs/research/probes/2026-12-07-multi-right-frontier.py runs/probe-pointwise/start \
     runs/probe-pointwise/control $P/control-s22 $P/multi-right $P/multi-right-s22
+.venv/bin/python docs/research/probes/2026-12-07-multi-right-frontier.py runs/probe-pointwise/start \
+    runs/probe-pointwise/control $P/control-s22 $P/control-s23 $P/control-s24 $P/control-s25
