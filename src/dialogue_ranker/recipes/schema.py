@@ -62,8 +62,10 @@ def _weighted(entry: str) -> tuple[str, float | None]:
     return entry, None
 
 
+#: The turn-level dialogue sets (their converters share the dialogue miner and its options).
+DIALOGUE_SETS = ("sgd", "persona-chat", "taskmaster")
 #: The datasets whose ``retrieved`` negatives come from a retrieval encoder.
-RETRIEVED_NEGATIVES = ("topical-chat", "sgd", "persona-chat", "taskmaster")
+RETRIEVED_NEGATIVES = ("topical-chat", *DIALOGUE_SETS)
 
 
 class Conversion(_Strict):
@@ -110,8 +112,8 @@ class Conversion(_Strict):
             raise ValueError(f"retriever is for datasets {', '.join(RETRIEVED_NEGATIVES)}")
         if self.max_dialogues is not None and self.dataset != "sgd":
             raise ValueError("max_dialogues is for dataset 'sgd'")
-        if self.paraphrases is not None and self.dataset not in ("sgd", "persona-chat", "taskmaster"):
-            raise ValueError("paraphrases is for datasets sgd, persona-chat, taskmaster")
+        if self.paraphrases is not None and self.dataset not in DIALOGUE_SETS:
+            raise ValueError(f"paraphrases is for datasets {', '.join(DIALOGUE_SETS)}")
         return self
 
 

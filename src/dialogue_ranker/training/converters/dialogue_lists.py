@@ -229,7 +229,8 @@ class DialogueMiner:
             self.pools, vectors = retrieved_pools(corpus, retriever)
         self.paraphrase = ParaphraseFilter(vectors)
         self.keep_paraphrases = paraphrases == "right"
-        #: Negatives the paraphrase filter dropped, per kind (for the conversion's report).
+        #: Paraphrases the filter found, per kind (for the conversion's report): dropped, or with
+        #: ``paraphrases="right"`` taken as right replies up to :data:`MAX_PARAPHRASE_RIGHTS` a list.
         self.dropped: dict[str, int] = defaultdict(int)
         #: Lists by how many paraphrases they took as right replies (``paraphrases="right"``).
         self.rights_per_list: dict[int, int] = defaultdict(int)
@@ -247,8 +248,11 @@ class DialogueMiner:
                 break
             if kind != "contradicted" and self.paraphrase.same(true_text, text):
                 self.dropped[kind] += 1
-                rights = sum(c.generator == "paraphrase" for c in out)
-                if self.keep_paraphrases and rights < MAX_PARAPHRASE_RIGHTS:
+                kept = (
+                    self.keep_paraphrases
+                    and sum(c.generator == "paraphrase" for c in out) < MAX_PARAPHRASE_RIGHTS
+                )
+                if kept:
                     out.append(Candidate(text, 1, "paraphrase"))
                 continue
             if taken < n:
@@ -292,7 +296,8 @@ class DialogueMiner:
             j = rng.randrange(len(corpus.texts))
             if corpus.slots[j][0] is not dialogue:
                 self._take([corpus.texts[j]], 1, "random", true_text, out)
-        self.rights_per_list[sum(c.label == 1 for c in out)] += 1
+        if self.keep_paraphrases:
+            self.rights_per_list[sum(c.generator == "paraphrase" for c in out)] += 1
         return out
 
 
