@@ -17,6 +17,7 @@ RECIPE_2_9_0 = REPO / "recipes" / "dialogue-minilm-l6-2.9.0.toml"  # a stage on 
 RECIPE_2_10_0 = REPO / "recipes" / "dialogue-minilm-l6-2.10.0.toml"  # 2.9.0's, written lists added
 RECIPE_2_11_19 = REPO / "recipes" / "dialogue-minilm-l6-2.11.19.toml"  # shipped: 2.10.0 trained, moved back
 RECIPE_2_11_20 = REPO / "recipes" / "dialogue-minilm-l6-2.11.20.toml"  # 2.11.19 moved further back
+RECIPE_2_11_21 = REPO / "recipes" / "dialogue-minilm-l6-2.11.21.toml"  # seed 24's fp32 steps, half back
 CPU = REPO / "recipes" / "dialogue-minilm-l6-cpu.toml"
 
 TINY = """
@@ -461,6 +462,25 @@ def test_the_2_11_20_recipe_reads_2_11_19_back_as_a_run_and_moves_it_toward_2_10
     assert "stages[2] (s).max_steps" in bad(TINY + stage.format(-1))
     read_back = parse_recipe(TINY + stage.format(0) + 'init_bundle = "models/m"\n', "recipes/ok.toml")
     assert read_back.stages[-1].max_steps == 0
+
+
+def test_the_2_11_21_recipe_trains_fp32_on_labels_alone_and_moves_half_back(tmp_path):
+    """Seed 24's 100 fp32 steps from 2.10.0 (no teacher, no bf16 CPU needed), then alpha 0.5 toward it."""
+    plan = Plan(fake_repo(tmp_path, RECIPE_2_11_21.read_text()))
+    assert plan.recipe.version == "2.11.21"
+    train = " ".join(argv_of(plan, "dialogue-s24"))
+    assert "--init-bundle runs/model-2.10.0 " in train and "--teacher" not in train
+    for flag in ("--seed 24 ", "--max-steps 100 ", "--precision fp32 ", "--dev-lists 20 "):
+        assert flag in train
+    assert "--data runs/dialogue-minilm-l6-2.11.21/data/sgd-train.jsonl:1.5 " in train
+    soup = " ".join(argv_of(plan, "wise"))
+    assert "--run runs/dialogue-minilm-l6-2.11.21/dialogue-s24 " in soup
+    assert "--toward-bundle runs/model-2.10.0 --alpha 0.5 " in soup
+    export = " ".join(argv_of(plan, "bundle"))
+    assert "--run runs/dialogue-minilm-l6-2.11.21/wise " in export and "--version 2.11.21 " in export
+    # Every SUGAR dev list fits the map: the soup scores only the train stage's 20 a file.
+    assert "--dev-lists 400" in export and "--calibrate-on sugar " in export
+    assert "--threshold-from runs/model-2.10.0 " in export
 
 
 def test_a_soup_of_one_run_moves_it_back_toward_the_bundle_it_began_at(tmp_path):
