@@ -1,9 +1,26 @@
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 from helpers import ABCD_KB, SHARED_DATA, real_model_dir, write_fake_bundle
+
+# The suite's largest tests train, export and checkpoint real models: about 1 GB of temporary files at
+# its peak (tmp_path_retention_policy in pyproject.toml removes each one as its test passes). A disk
+# that fills halfway through shows up as pytest INTERNALERRORs far from the cause, so say it first.
+MIN_FREE_GIB = 3.0
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    free_gib = shutil.disk_usage(tempfile.gettempdir()).free / 2**30
+    if free_gib < MIN_FREE_GIB:
+        raise pytest.UsageError(
+            f"only {free_gib:.1f} GiB free under {tempfile.gettempdir()}; the suite needs "
+            f"{MIN_FREE_GIB:.0f} GiB (old /tmp/pytest-of-* folders are safe to remove)"
+        )
+    return f"disk: {free_gib:.0f} GiB free under {tempfile.gettempdir()}"
 
 
 @pytest.fixture
