@@ -36,3 +36,11 @@ train persona-taskmaster $(sugar 0.5) $(tc 0.05 0.1) $REST $PERSONA $TM
 train sgd-third $(sugar 0.5) $(tc 0.05 0.1) $REST $PERSONA $TM --data $D/sgd-train.jsonl:0.5
 score $P/only-sgd-train $P/only-persona-chat $P/only-taskmaster $P/persona-taskmaster $P/sgd-third \
     > $P/one-new-set-frontier.out 2>&1
+
+# Seeds of persona chat + Taskmaster (seed 24 is persona-taskmaster above).
+for seed in 22 23; do
+  .venv/bin/ranker train $(sugar 0.5) $(tc 0.05 0.1) $REST $PERSONA $TM --init-bundle runs/model-2.10.0 --lr 3e-05 \
+      --seed $seed --max-steps 100 --precision fp32 --dev-lists 20 --checkpoint-every 0 --threads 2 \
+      --out $P/persona-taskmaster-s$seed > $P/persona-taskmaster-s$seed.log 2>&1
+done
+score $P/persona-taskmaster-s22 $P/persona-taskmaster-s23 > $P/pt-seeds-frontier.out 2>&1
