@@ -13,14 +13,24 @@ from helpers import ABCD_KB, SHARED_DATA, real_model_dir, write_fake_bundle
 MIN_FREE_GIB = 3.0
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    free_gib = shutil.disk_usage(tempfile.gettempdir()).free / 2**30
-    if free_gib < MIN_FREE_GIB:
+def _free_gib() -> float:
+    return shutil.disk_usage(tempfile.gettempdir()).free / 2**30
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Here rather than in the report header, which --no-header skips; xdist workers are checked once,
+    # by the controller that starts them.
+    if hasattr(config, "workerinput"):
+        return
+    if (free_gib := _free_gib()) < MIN_FREE_GIB:
         raise pytest.UsageError(
             f"only {free_gib:.1f} GiB free under {tempfile.gettempdir()}; the suite needs "
-            f"{MIN_FREE_GIB:.0f} GiB (old /tmp/pytest-of-* folders are safe to remove)"
+            f"{MIN_FREE_GIB:.0f} GiB (old pytest-of-* folders there are safe to remove)"
         )
-    return f"disk: {free_gib:.0f} GiB free under {tempfile.gettempdir()}"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"disk: {_free_gib():.0f} GiB free under {tempfile.gettempdir()}"
 
 
 @pytest.fixture
