@@ -11,9 +11,9 @@ sugar() { echo "--data $D/sugar.jsonl:$1 --data $D/sugar-statement.jsonl:$1"; }
 tc() { echo "--data $D/topical-chat.jsonl:$1 --data $D/topical-chat-entity-fact.jsonl:$1 --data $D/topical-chat-distill.jsonl:$2"; }
 REST="--data $D/tc-short-positive.jsonl:1 --data $D/sugar-flip.jsonl:4 --data $D/written.jsonl:30"
 SGD="--data $D/sgd-train.jsonl:1.5"; PERSONA="--data $D/persona-chat.jsonl:0.5"; TM="--data $D/taskmaster.jsonl:0.5"
-train() {  # train OUT DATA...
+train() {  # [SEED=N] train OUT DATA...   (seed 24 unless SEED is set)
   local out=$1; shift
-  .venv/bin/ranker train "$@" --init-bundle runs/model-2.10.0 --lr 3e-05 --seed 24 --max-steps 100 --precision fp32 \
+  .venv/bin/ranker train "$@" --init-bundle runs/model-2.10.0 --lr 3e-05 --seed ${SEED:-24} --max-steps 100 --precision fp32 \
       --dev-lists 20 --checkpoint-every 0 --threads 2 --out $P/$out > $P/$out.log 2>&1
 }
 score() { .venv/bin/python docs/research/probes/2026-12-07-interpolate-s24.py $START "$@"; }
@@ -39,8 +39,6 @@ score $P/only-sgd-train $P/only-persona-chat $P/only-taskmaster $P/persona-taskm
 
 # Seeds of persona chat + Taskmaster (seed 24 is persona-taskmaster above).
 for seed in 22 23; do
-  .venv/bin/ranker train $(sugar 0.5) $(tc 0.05 0.1) $REST $PERSONA $TM --init-bundle runs/model-2.10.0 --lr 3e-05 \
-      --seed $seed --max-steps 100 --precision fp32 --dev-lists 20 --checkpoint-every 0 --threads 2 \
-      --out $P/persona-taskmaster-s$seed > $P/persona-taskmaster-s$seed.log 2>&1
+  SEED=$seed train persona-taskmaster-s$seed $(sugar 0.5) $(tc 0.05 0.1) $REST $PERSONA $TM
 done
 score $P/persona-taskmaster-s22 $P/persona-taskmaster-s23 > $P/pt-seeds-frontier.out 2>&1
