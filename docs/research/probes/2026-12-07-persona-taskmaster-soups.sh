@@ -47,3 +47,10 @@ C=runs/candidate-soup-a080
 cp -r runs/model-2.10.0/retriever $C/bundle/
 .venv/bin/ranker release-check --candidate $C/bundle --shipped runs/model-2.10.0 --backend openvino --precision f32 \
     --out-md $C/release-check-openvino.md
+
+# A share of seed 22 in soup 23+24, at 0.8 of the step.
+for v in 0.15 0.3; do
+  w=$(python3 -c "print(round((1 - $v) / 2, 4))")
+  soup pt-soup-s22-$v-a0.8 0.8 --run $S23 --with $S24:$w --with $S22:$v
+done
+score $P/pt-soup-s22-0.15-a0.8 $P/pt-soup-s22-0.3-a0.8 > $P/pt-soup-s22share-frontier.out 2>&1
