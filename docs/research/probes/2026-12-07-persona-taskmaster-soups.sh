@@ -49,8 +49,8 @@ cp -r runs/model-2.10.0/retriever $C/bundle/
     --out-md $C/release-check-openvino.md
 
 # A share of seed 22 in soup 23+24, at 0.8 of the step.
-for v in 0.15 0.3; do
+for v in 0.15 0.2 0.25 0.3; do
   w=$(python3 -c "print(round((1 - $v) / 2, 4))")
   soup pt-soup-s22-$v-a0.8 0.8 --run $S23 --with $S24:$w --with $S22:$v
 done
-score $P/pt-soup-s22-0.15-a0.8 $P/pt-soup-s22-0.3-a0.8 > $P/pt-soup-s22share-frontier.out 2>&1
+score $P/pt-soup-s22-0.15-a0.8 $P/pt-soup-s22-0.2-a0.8 $P/pt-soup-s22-0.25-a0.8 $P/pt-soup-s22-0.3-a0.8 > $P/pt-soup-s22share-frontier.out 2>&1
