@@ -30,6 +30,18 @@ def test_platt_fit_recovers_the_generating_slope():
     assert calibrator.params["a"] == pytest.approx(1.7, rel=0.3)
 
 
+def test_a_platt_weight_of_two_counts_as_the_same_logit_twice():
+    logits, outcomes = _noisy_scores()
+    weight = np.where(np.arange(len(logits)) < 200, 2.0, 1.0)
+    weighted = fit_platt(logits, outcomes, weight).params
+    repeated = fit_platt(
+        np.concatenate([logits, logits[:200]]), np.concatenate([outcomes, outcomes[:200]])
+    ).params
+    assert weighted["a"] == pytest.approx(repeated["a"], rel=1e-3)
+    assert weighted["b"] == pytest.approx(repeated["b"], abs=1e-3)
+    assert weighted != fit_platt(logits, outcomes).params
+
+
 def test_calibration_survives_a_json_round_trip():
     calibrator = fit_isotonic(*_noisy_scores())
     again = Calibrator.from_dict(calibrator.to_dict())

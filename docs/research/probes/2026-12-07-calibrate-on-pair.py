@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
 
 _spec = importlib.util.spec_from_file_location(
     "frontier", Path(__file__).with_name("2026-12-07-multi-right-frontier.py")
@@ -31,16 +30,14 @@ FITS = {
 }
 
 
-def platt(z: dict, y: dict, sets: tuple, balanced: bool) -> dict:
-    """Platt's a and b on the sets' candidates pooled; ``balanced`` gives each set an equal share."""
+def platt(z: dict, y: dict, sets: tuple, balanced: bool):
+    """Platt's map on the sets' candidates pooled; ``balanced`` gives each set an equal share."""
     pooled_z, pooled_y = np.concatenate([z[s] for s in sets]), np.concatenate([y[s] for s in sets])
-    if not balanced:
-        return frontier.fit_platt(pooled_z, pooled_y).params
-    weight = np.concatenate([np.full(len(z[s]), 1 / len(z[s])) for s in sets])
-    model = LogisticRegression(C=1e4).fit(
-        pooled_z.reshape(-1, 1), pooled_y, sample_weight=weight * len(weight)
-    )
-    return {"a": float(model.coef_[0, 0]), "b": float(model.intercept_[0])}
+    weight = None
+    if balanced:
+        weight = np.concatenate([np.full(len(z[s]), 1 / len(z[s])) for s in sets])
+        weight *= len(weight)
+    return frontier.fit_platt(pooled_z, pooled_y, weight)
 
 
 def eces(run: Path, lists: dict) -> dict:
@@ -50,8 +47,8 @@ def eces(run: Path, lists: dict) -> dict:
          for name, chosen in lists.items()}  # fmt: skip
     out = {}
     for label, (sets, balanced) in FITS.items():
-        p = platt(z, y, sets, balanced)
-        out[label] = (p, {n: frontier.ece(1 / (1 + np.exp(-(p["a"] * z[n] + p["b"]))), y[n]) for n in lists})
+        calibrator = platt(z, y, sets, balanced)
+        out[label] = (calibrator.params, {n: frontier.ece(calibrator(z[n]), y[n]) for n in lists})
     return out
 
 

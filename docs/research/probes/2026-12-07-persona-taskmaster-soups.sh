@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The runs of 2026-12-07-persona-taskmaster-soups.md: soups of the persona chat + Taskmaster seeds
 # (2026-12-07-topical-chat-weight.sh trains them), steps of the best soup back toward 2.10.0, the
-# calibration map fitted on SUGAR + Topical-Chat, SGD with random negatives, and the export and
-# release check of the chosen soup. Run from the repo root with runs/model-2.10.0 and
+# calibration map fitted on SUGAR + Topical-Chat and on every shippable set at equal shares, SGD with
+# random negatives, the export and release check of the chosen soup, and seed 22's share in it. Run from the repo root with runs/model-2.10.0 and
 # runs/dialogue-minilm-l6-2.11.20/data in place (see the training guide).
 set -euo pipefail
 export HF_HUB_OFFLINE=1
@@ -23,9 +23,10 @@ score $P/pt-soup-23-24 $P/pt-soup-22-23 $P/pt-soup-3 > $P/pt-soups-frontier.out 
 for a in 0.8 0.65; do soup pt-soup-23-24-a$a $a --run $S23 --with $S24:0.5; done
 score $P/pt-soup-23-24-a0.8 $P/pt-soup-23-24-a0.65 > $P/pt-soup-steps-frontier.out 2>&1
 
-# The map fitted on SUGAR and Topical-Chat dev pooled (ranker export --calibrate-on sugar,topical-chat).
+# The map fitted on SUGAR and Topical-Chat dev pooled (ranker export --calibrate-on sugar,topical-chat)
+# and on the five shippable sets at equal shares, beside the SUGAR map.
 .venv/bin/python docs/research/probes/2026-12-07-calibrate-on-pair.py $START $P/pt-soup-23-24 \
-    $P/pt-soup-23-24-a0.8 $P/pt-soup-23-24-a0.65 $P/pt-soup-22-23 > $P/pt-soup-pair-map.out 2>&1
+    $P/pt-soup-23-24-a0.8 $P/pt-soup-23-24-a0.65 $P/pt-soup-22-23 > $P/pt-soup-maps.out 2>&1
 
 # SGD's lists with random negatives in place of the retrieved and same-service ones, at SGD's weight
 # in the three-set mix (seed 24).

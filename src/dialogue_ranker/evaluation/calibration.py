@@ -17,10 +17,15 @@ class UnorderedLogits(ValueError):
     """The logits do not order the classes: a Platt fit would fall as the logit rises."""
 
 
-def fit_platt(logits: Sequence[float], outcomes: Sequence[int]) -> Calibrator:
-    """Platt scaling: p = sigmoid(a * logit + b), fitted by (nearly unregularised) logistic regression."""
+def fit_platt(
+    logits: Sequence[float], outcomes: Sequence[int], sample_weight: Sequence[float] | None = None
+) -> Calibrator:
+    """Platt scaling: p = sigmoid(a * logit + b), fitted by (nearly unregularised) logistic regression.
+
+    ``sample_weight`` weighs each logit's outcome (e.g. to give pooled sets equal shares).
+    """
     x = np.asarray(logits, dtype=np.float64).reshape(-1, 1)
-    model = LogisticRegression(C=1e4).fit(x, np.asarray(outcomes))
+    model = LogisticRegression(C=1e4).fit(x, np.asarray(outcomes), sample_weight=sample_weight)
     a, b = float(model.coef_[0, 0]), float(model.intercept_[0])
     if a <= 0:
         raise UnorderedLogits("Platt fit gave a non-increasing map: the logits do not separate the classes")
