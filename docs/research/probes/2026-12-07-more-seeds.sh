@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The runs of 2026-12-07-more-seeds.md: the persona chat + Taskmaster mix of
 # 2026-12-07-topical-chat-weight.sh trained again at seeds 22-24 (a fresh machine had lost them; the
-# same command gives the same dev figures, to the digit for seed 24) and at seed 25, soups of the four
-# at 0.8 of the step, and their abstention at 2.10.0's threshold and at one chosen again. Run from the repo root with runs/model-2.10.0
-# and runs/dialogue-minilm-l6-2.11.20/data in place (the data section of recipe 2.11.20; its
-# conversions took 17 minutes here). `2026-12-07-more-seeds.sh 25 22 23 24` trains those seeds
-# (about 9 minutes each on 2 cores); with no argument it scores and soups.
+# same command gives the same dev figures, to the digit for seed 24) and at seed 25, soups of the
+# four at 0.8 of the step, and their abstention at 2.10.0's threshold and at one chosen again. Run
+# from the repo root with runs/model-2.10.0 and runs/dialogue-minilm-l6-2.11.20/data in place (the
+# data section of recipe 2.11.20; its conversions took 17 minutes here).
+# `2026-12-07-more-seeds.sh 25 22 23 24` trains those seeds (about 9 minutes each on 2 cores); with
+# no argument it scores and soups.
 set -euo pipefail
 export HF_HUB_OFFLINE=1
 D=runs/dialogue-minilm-l6-2.11.20/data; P=runs/probe-interp; START=runs/probe-pointwise/start

@@ -2,8 +2,9 @@
 # The runs of 2026-12-07-persona-taskmaster-soups.md: soups of the persona chat + Taskmaster seeds
 # (2026-12-07-topical-chat-weight.sh trains them), steps of the best soup back toward 2.10.0, the
 # calibration map fitted on SUGAR + Topical-Chat and on every shippable set at equal shares, SGD with
-# random negatives, the export and release check of the chosen soup, and seed 22's share in it. Run from the repo root with runs/model-2.10.0 and
-# runs/dialogue-minilm-l6-2.11.20/data in place (see the training guide).
+# random negatives, the export and release check of the chosen soup, and seed 22's share in it.
+# Run from the repo root with runs/model-2.10.0 and runs/dialogue-minilm-l6-2.11.20/data in place
+# (see the training guide).
 set -euo pipefail
 export HF_HUB_OFFLINE=1
 D=runs/dialogue-minilm-l6-2.11.20/data; P=runs/probe-interp; START=runs/probe-pointwise/start
