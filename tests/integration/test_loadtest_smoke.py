@@ -41,6 +41,12 @@ class Served:
     bank_file: Path
     #: The bank scenario's contexts (a Topical-Chat file of the bank's conversations), or none.
     contexts: Path | None
+    log: Path
+
+    def refusals(self) -> str:
+        """The server's log lines of requests it did not serve (429 and 5xx, with their reasons)."""
+        lines = self.log.read_text(errors="replace").splitlines()
+        return "\n".join(line for line in lines if "request not served" in line)[-4000:]
 
     def bank_args(self) -> list[str]:
         args = ["--bank-file", str(self.bank_file)]
@@ -86,7 +92,7 @@ def served(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     bank, contexts = smoke_bank(work)
     args = ["--model", str(model_dir), "--limits.request-timeout-s", "120", "--bank", f"loadtest={bank}"]
     with running_service(args, work / "server.log") as url:  # ready once the bank is embedded
-        yield Served(url, bank, contexts)
+        yield Served(url, bank, contexts, work / "server.log")
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +157,7 @@ def test_every_scenario_runs_without_failures_under_the_step_shape(served: Serve
         row = rows.get(f"rank:{scenario}")
         assert row is not None, f"no requests of {scenario}: {sorted(rows)}"
         assert int(row["Request Count"]) > 0, row
-        assert int(row["Failure Count"]) == 0, row
+        assert int(row["Failure Count"]) == 0, f"{row}\n{served.refusals()}"
     report = tmp_path / "report.html"
     assert report.is_file() and "rank:large_pool" in report.read_text(encoding="utf-8")
 

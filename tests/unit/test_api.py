@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 from pathlib import Path
 
@@ -144,11 +145,19 @@ async def test_a_backend_slower_than_measured_is_a_504(fake_bundle: Path) -> Non
     assert_error(response, 504, "backend_timeout")
 
 
-async def test_a_backend_known_to_be_too_slow_for_the_deadline_is_a_fast_429(fake_bundle: Path) -> None:
+async def test_a_backend_known_to_be_too_slow_for_the_deadline_is_a_fast_429(
+    fake_bundle: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     settings = fake_settings(fake_bundle, fake={"latency_s": 0.5}, limits={"request_timeout_s": 0.05})
     async with serve_in_process(create_app(settings)) as client:
-        response = await client.post("/rank", json=BODY)
+        with caplog.at_level(logging.INFO, logger="dialogue_ranker.serving.api.middleware"):
+            response = await client.post("/rank", json=BODY, headers={"x-request-id": "slow-1"})
     assert_error(response, 429, "overloaded", "estimated wait")
+    # The operator's log says which request was refused, and why.
+    assert any(
+        "status=429 error=overloaded request_id=slow-1 reason='ranking: estimated wait" in record.getMessage()
+        for record in caplog.records
+    ), caplog.text
 
 
 async def test_rank_before_the_model_is_loaded_is_a_503(fake_bundle: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from dialogue_ranker.serving.backends.fake import FakeBackend, hashed_logit
 from dialogue_ranker.serving.batching import Batcher, SequenceQueue, WorkItem
-from dialogue_ranker.serving.batching.admission import Backlog, admit
+from dialogue_ranker.serving.batching.admission import Backlog, ServiceRate, admit
 from dialogue_ranker.serving.errors import (
     BackendError,
     BackendTimeout,
@@ -201,6 +201,18 @@ async def test_the_measured_speed_turns_pairs_into_seconds() -> None:
     await batcher.score([pair(10, s) for s in range(4)])
     assert batcher.estimated_seconds(10) == pytest.approx(0.5, rel=0.3)
     await batcher.close()
+
+
+def test_a_slow_call_of_one_candidate_weighs_as_one_candidate_in_the_measured_speed() -> None:
+    rate = ServiceRate()
+    for _ in range(10):
+        rate.observe(candidates=32, seconds=0.32)  # 10 ms a candidate
+    assert rate.seconds_per_candidate == pytest.approx(0.01)
+    rate.observe(candidates=1, seconds=0.5)  # a long situated context, or a CPU taken for a moment
+    # Its half second joins about 115 candidates' worth of recent work (0.014 s a candidate); a
+    # running mean of each call's ratio would say 0.108 s, and 200 candidates 21.6 s.
+    assert 0.01 < rate.seconds_per_candidate < 0.015
+    assert rate.seconds_for(200) < 3.0
 
 
 async def test_pairs_whose_deadline_passed_in_the_queue_never_run() -> None:

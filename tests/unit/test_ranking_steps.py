@@ -113,7 +113,7 @@ async def test_the_scorer_computes_a_logit_per_text_and_keeps_them_for_the_next_
 
 async def test_the_scorer_refuses_a_request_that_cannot_finish_before_its_deadline(scorer) -> None:
     logit_scorer, _, _ = scorer
-    logit_scorer.batcher.rate.seconds_per_candidate = 10.0  # as measured on a very slow backend
+    logit_scorer.batcher.rate.observe(candidates=1, seconds=10.0)  # as measured on a very slow backend
     with pytest.raises(Overloaded):
         await logit_scorer.score(
             TURNS, [], ["sure"], max_candidate_tokens=None, deadline=time.perf_counter() + 1, timeout_s=1

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import time
 import uuid
@@ -35,6 +36,8 @@ from dialogue_ranker.serving.errors import (
     status_and_type,
 )
 from dialogue_ranker.serving.metrics import Metrics, route_label
+
+logger = logging.getLogger(__name__)
 
 REQUEST_ID_HEADER = "x-request-id"
 #: A client-supplied request id is echoed only when it is short and plain (it reaches the logs);
@@ -71,6 +74,14 @@ def error_response(error: RankerError, request_id: str, metrics: Metrics) -> JSO
     """The one JSON error response: status and type from the error table, counted by type."""
     status, error_type = status_and_type(error)
     metrics.errors.labels(error_type).inc()
+    if status == 429 or status >= 500:
+        # The service's refusals and faults, with the reason the client got: the error counter
+        # says how many, the log which stage and why (a client's mistakes are its own to log).
+        level = logging.INFO if status == 429 else logging.WARNING
+        logger.log(
+            level, "request not served status=%d error=%s request_id=%s reason=%r",
+            status, error_type, request_id, error.message,
+        )  # fmt: skip
     body = error_body(error_type, error.message, request_id)
     return JSONResponse(body, status_code=status, headers=error.headers or None)
 
