@@ -2,23 +2,24 @@
 
 Each batcher measures how fast its backend works: seconds per candidate over the last dozen or so
 backend calls, so it follows the load, the requests' lengths and the hardware. It is a ratio of
-running sums (the calls' seconds over their candidates), not a running mean of each call's ratio:
-a call of one candidate on a long context (a situated request, a cache that held the rest) weighs
-as one candidate, not as much as a call of 32 (a mean of ratios swung tenfold in a load-test smoke
-run, 0.017 to 0.17 s, and refused a 100-candidate request). The ranker's scorer turns a request
-into backend seconds (the logits the cache does not hold) and keeps a :class:`Backlog`: the backend
-seconds of every request admitted and not yet answered. That sum, not the queue's length, is what
-a new request waits for (a request admitted and still encoding will put its sequences ahead of a
-newer one). A request whose backlog plus own work does not fit in its remaining time (times a
-margin for estimate error) is refused before any encoding with 429 and a ``Retry-After`` of the
-seconds after which, with no new arrivals, it would fit: a fast, truthful refusal instead of a slow
-504. The estimate is conservative on purpose: a call measured while others run beside it (the
-batcher's other workers, another served model) counts their contention as its own. That margin
-covers what the backend's seconds leave out: the gateway's own work, and a batch's one-sequence
-calls run in turn by one worker. Counting the calls' shared time once instead (the backlog's
-joint drain speed) let 504s through (``benchmarks/results/admission-estimate-2026-12-07-zen3.md``).
-Until a backend has been measured (the batcher warms it up at start) nothing is refused on time,
-and the batcher holds at most about one batch waiting.
+running sums (the calls' seconds over their candidates), not a running mean of each call's ratio: a
+call of one candidate on a long context (a situated request, a cache that held the rest) weighs as
+one candidate, not as much as a call of 32 (a mean of ratios swung twelvefold in the load-test
+smoke run, 0.018 to 0.216 s: the likely cause of a CI run's 429 to a 100-candidate request). The
+ranker's scorer turns a request into backend seconds (the logits the cache does not hold) and keeps
+a :class:`Backlog`: the backend seconds of every request admitted and not yet answered. That sum,
+not the queue's length, is what a new request waits for (a request admitted and still encoding will
+put its sequences ahead of a newer one). A request whose backlog plus own work does not fit in its
+remaining time (times a margin for estimate error) is refused before any encoding with 429 and a
+``Retry-After`` of the seconds after which, with no new arrivals, it would fit: a fast, truthful
+refusal instead of a slow 504. The estimate is conservative on purpose: a call measured while
+others run beside it (the batcher's other workers, another served model) counts their contention as
+its own. That margin covers what the backend's seconds leave out: the gateway's own work, and a
+batch's one-sequence calls run in turn by one worker. Counting the calls' shared time once instead
+(the backlog's joint drain speed) let 504s through
+(``benchmarks/results/admission-estimate-2026-12-07-zen3.md``). Until a backend has been measured
+(the batcher warms it up at start) nothing is refused on time, and the batcher holds at most about
+one batch waiting.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from contextlib import contextmanager
 
 from dialogue_ranker.serving.errors import BackendTimeout, Overloaded
 
-#: How much less each older call counts in the running sums: about the last 10 calls count.
+#: Each older call counts (1 - EWMA_WEIGHT) as much as the next in the running sums: about 10 count.
 EWMA_WEIGHT = 0.2
 
 
@@ -67,7 +68,7 @@ class ServiceRate:
         return None if rate is None else candidates * rate
 
     def _fold(self, candidates: int, seconds: float) -> None:
-        # Each older call counts (1 - weight) times less than the one after it.
+        # Each older call counts (1 - weight) as much as the one after it.
         self._seconds = (1 - self.weight) * self._seconds + seconds
         self._candidates = (1 - self.weight) * self._candidates + candidates
 
