@@ -50,12 +50,17 @@ def abstention(run: Path, lists: dict) -> dict[str, tuple[float, dict[str, float
     }
 
 
-def main(runs: list[Path]) -> None:
+def dev_lists() -> dict:
+    """Each set's dev lists, as 2026-12-07-interpolate-s24.py reads them, with 600 of Topical-Chat."""
     frontier.pointwise.SETS["topical-chat"] = ("topical-chat.jsonl", "dev", 600)
-    lists = {
+    return {
         name: frontier.held_out(frontier.read_lists(frontier.pointwise.DATA / file), split, n, 0)
         for name, (file, split, n) in frontier.pointwise.SETS.items()
     }
+
+
+def main(runs: list[Path]) -> None:
+    lists = dev_lists()
     for run in runs:
         print(run)
         for label, (t, acc) in abstention(run, lists).items():

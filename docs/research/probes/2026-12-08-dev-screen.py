@@ -49,11 +49,7 @@ def screen(run: Path, lists: dict) -> dict[str, dict[str, float]]:
 
 
 def main(runs: list[Path]) -> None:
-    frontier.pointwise.SETS["topical-chat"] = ("topical-chat.jsonl", "dev", 600)
-    lists = {
-        name: frontier.held_out(frontier.read_lists(frontier.pointwise.DATA / file), split, n, 0)
-        for name, (file, split, n) in frontier.pointwise.SETS.items()
-    }
+    lists = refit.dev_lists()
     for run in runs:
         print(run)
         for name, figures in screen(run, lists).items():
